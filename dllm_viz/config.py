@@ -1,0 +1,71 @@
+"""DecodeConfig: the settings of one decode that are not part of a policy.
+
+Block sizing and commit rules are policy objects (dllm_viz.policies); this holds what every
+policy shares: canvas length, sampling temperature, the step cap, numerical precision and the
+LLaDA EOS flags. It knows nothing about models or tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+MAX_GEN_LENGTH = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeConfig:
+    """Settings shared by every policy.
+
+    Attributes:
+        gen_length: number of generated positions (the canvas after the prompt), LLaDA's `L`.
+        temperature: Gumbel-max sampling temperature for candidates; 0 is greedy (argmax).
+        max_steps: hard cap on forward passes; None means `gen_length`, which always suffices
+            because every step commits at least one position.
+        softmax_dtype: precision of the softmax behind confidence/margin/entropy. Fast-dLLM and
+            AdaBlock use float64; LLaDA's generate.py uses the model dtype.
+        suppress_eos: LLaDA `logits_eos_inf`: EOS can never be proposed as a candidate.
+        deprioritize_eos: LLaDA `confidence_eos_eot_inf`: confidence is computed with EOS/EoT
+            removed from the softmax, so EOS/EoT candidates get confidence 0 (ALGORITHMS §1.7).
+        seed: seed of the torch.Generator used for Gumbel noise and random remasking.
+    """
+
+    gen_length: int = 128
+    temperature: float = 0.0
+    max_steps: int | None = None
+    softmax_dtype: Literal["float64", "float32"] = "float64"
+    suppress_eos: bool = False
+    deprioritize_eos: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.gen_length, int) or not 1 <= self.gen_length <= MAX_GEN_LENGTH:
+            raise ValueError(
+                f"`gen_length` must be an integer in [1, {MAX_GEN_LENGTH}], got {self.gen_length!r}"
+            )
+        if not self.temperature >= 0.0:
+            raise ValueError(f"`temperature` must be >= 0, got {self.temperature!r}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"`max_steps` must be >= 1 or None, got {self.max_steps!r}")
+        if self.softmax_dtype not in ("float64", "float32"):
+            raise ValueError(
+                f"`softmax_dtype` must be 'float64' or 'float32', got {self.softmax_dtype!r}"
+            )
+
+    @property
+    def step_cap(self) -> int:
+        """The effective hard cap on forward passes."""
+        return self.gen_length if self.max_steps is None else self.max_steps
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; `from_dict` inverts it."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DecodeConfig:
+        """Strict inverse of `to_dict`: unknown keys raise."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown DecodeConfig keys {unknown}; valid keys are {sorted(known)}")
+        return cls(**data)

@@ -1,0 +1,243 @@
+"""The one decoding loop: every policy, model family and (later) cache mode runs through it.
+
+`iter_decode` yields one StepRecord per forward pass so the app can show progress and step
+through a decode; `decode` drains it into a Trace. The loop owns windows, the model call,
+candidate statistics, the shared invariants (commits only masked positions of the window, at
+least one commit per step, a hard step cap, leaving a window as soon as it is full) and
+recording. Policies only choose commits; the adapter owns every model quirk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import torch
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.base import COMMIT_REASONS, NO_REASON, StepView, reason_code, top_k_mask
+from dllm_viz.policies.pipeline import Pipeline
+from dllm_viz.sampling import summarize
+from dllm_viz.trace import PASS_KINDS, Trace, TraceBuilder
+
+_SOFTMAX_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What happened in one forward pass. Arrays are over the generated positions.
+
+    Attributes:
+        step: index of the pass (0-based); nfe = step + 1.
+        block_index: index of the window this pass belongs to.
+        step_in_window: index of the pass within its window.
+        window: [start, end) of the window.
+        tokens: the canvas after this step's commits.
+        candidate / confidence / entropy / margin: the model's statistics at this pass.
+        committed: positions committed by this step.
+        reason: commit reason codes (COMMIT_REASONS) where committed, -1 elsewhere.
+        extras: policy internals by name (recorded into Trace.extras).
+        pass_kind: "full" (the whole sequence) or a cached partial pass.
+        query_len: query positions in the forward pass.
+        forward_seconds: wall time of the forward pass and its statistics.
+        step_seconds: wall time of the whole step (forward + policy + bookkeeping).
+        stop_reason: set on the last record: "complete" or "max_steps".
+    """
+
+    step: int
+    block_index: int
+    step_in_window: int
+    window: tuple[int, int]
+    tokens: np.ndarray
+    candidate: np.ndarray
+    confidence: np.ndarray
+    entropy: np.ndarray
+    margin: np.ndarray
+    committed: np.ndarray
+    reason: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    pass_kind: str = "full"
+    query_len: int = 0
+    forward_seconds: float = 0.0
+    step_seconds: float = 0.0
+    stop_reason: str | None = None
+
+    @property
+    def nfe(self) -> int:
+        """Forward passes so far, this one included."""
+        return self.step + 1
+
+
+def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
+                  config: DecodeConfig) -> None:
+    if len(prompt_ids) == 0:
+        raise ValueError("the prompt is empty; give at least one prompt token")
+    if adapter.info.mask_token_id in prompt_ids:
+        raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
+    limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
+    total = len(prompt_ids) + config.gen_length
+    if limit is not None and total > int(limit):
+        raise ValueError(
+            f"prompt ({len(prompt_ids)} tokens) + gen_length ({config.gen_length}) = {total} exceeds "
+            f"the model's context of {limit}; shorten the prompt or lower gen_length"
+        )
+    pipeline.validate(config.gen_length)
+
+
+def _stats(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, config: DecodeConfig,
+           generator: torch.Generator | None) -> dict[str, np.ndarray]:
+    """Forward the whole sequence and summarise the generated rows as numpy arrays."""
+    logits = adapter.logits(x)[prompt_len:]
+    info = adapter.info
+    stats = summarize(
+        logits,
+        temperature=config.temperature,
+        generator=generator,
+        softmax_dtype=_SOFTMAX_DTYPES[config.softmax_dtype],
+        suppress_ids=(info.eos_token_id,) if config.suppress_eos else (),
+        deprioritize_ids=info.stop_token_ids if config.deprioritize_eos else (),
+    )
+    return {
+        "candidate": stats.candidate.cpu().numpy().astype(np.int64),
+        "confidence": stats.confidence.double().cpu().numpy(),
+        "margin": stats.margin.double().cpu().numpy(),
+        "entropy": stats.entropy.double().cpu().numpy(),
+    }
+
+
+def iter_decode(
+    adapter: ModelAdapter,
+    prompt_ids: Sequence[int],
+    pipeline: Pipeline | None = None,
+    config: DecodeConfig | None = None,
+    *,
+    generator: torch.Generator | None = None,
+) -> Iterator[StepRecord]:
+    """Decode step by step, yielding one StepRecord per forward pass.
+
+    Args:
+        adapter: the model.
+        prompt_ids: prompt token ids (template already applied, see adapter.encode_prompt).
+        pipeline: block sizer + commit rule; default Fast-dLLM threshold 0.9 in blocks of 32.
+        config: canvas length, temperature, step cap, precision; default DecodeConfig().
+        generator: RNG for Gumbel noise; default a generator seeded with config.seed.
+
+    Raises:
+        ValueError: empty prompt, prompt too long for the model, or a pipeline that cannot
+            tile gen_length (the message names the value and the fix).
+    """
+    pipeline = pipeline or Pipeline()
+    config = config or DecodeConfig()
+    _check_inputs(adapter, prompt_ids, pipeline, config)
+    if generator is None:
+        generator = torch.Generator(device=adapter.device).manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    mask_id, length, prompt_len = adapter.info.mask_token_id, config.gen_length, len(prompt_ids)
+    stop_ids = np.array(adapter.info.stop_token_ids)
+    tokens = np.full(length, mask_id, dtype=np.int64)
+    x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
+    state = pipeline.rule.init_state(length)
+    window, block_index, step_in_window, masked_at_start = (0, 0), -1, 0, 0
+
+    for step in range(config.step_cap):
+        is_masked = tokens == mask_id
+        if not is_masked.any():
+            return
+        started = time.perf_counter()
+        stats = _stats(adapter, x, prompt_len, config, generator)
+        forward_seconds = time.perf_counter() - started
+
+        def view_of(win: tuple[int, int], in_window: int, at_start: int) -> StepView:
+            return StepView(step=step, step_in_window=in_window, window=win, tokens=tokens.copy(),
+                            is_masked=is_masked, is_eos_candidate=np.isin(stats["candidate"], stop_ids),
+                            rand=rand, window_masked_at_start=at_start, **stats)
+
+        rand = rng.random(length)
+        extras: dict[str, np.ndarray] = {}
+        while not is_masked[window[0] : window[1]].any():
+            # Open the next window at the end of the full one, sized from this pass.
+            start = window[1]
+            end, block_extras = pipeline.block.window_end(view_of((start, length), 0, 0), start)
+            if not start < end <= length:
+                raise RuntimeError(f"{type(pipeline.block).__name__} returned window [{start}, {end})")
+            window, block_index, step_in_window = (start, end), block_index + 1, 0
+            masked_at_start = int(is_masked[start:end].sum())
+            extras.update(block_extras)
+
+        view = view_of(window, step_in_window, masked_at_start)
+        decision, state = pipeline.rule.step(view, state)
+        open_ = view.open_positions
+        commit = np.asarray(decision.commit, dtype=bool) & open_
+        reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
+        if not commit.any():
+            # Guarantee progress: the engine commits the most confident open position.
+            commit = top_k_mask(view.confidence, open_, 1)
+            reason[commit] = reason_code("forced_top1")
+        tokens[commit] = stats["candidate"][commit]
+        x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
+        extras.update(decision.extras)
+        step_in_window += 1
+        remaining = bool((tokens == mask_id).any())
+        stop = None if remaining else "complete"
+        if remaining and step == config.step_cap - 1:
+            stop = "max_steps"
+        yield StepRecord(
+            step=step, block_index=block_index, step_in_window=step_in_window - 1, window=window,
+            tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
+            pass_kind="full", query_len=int(x.shape[0]), forward_seconds=forward_seconds,
+            step_seconds=time.perf_counter() - started, stop_reason=stop, **stats,
+        )
+
+
+def decode_meta(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
+                config: DecodeConfig, prompt_text: str | None) -> dict[str, Any]:
+    """Trace metadata: everything needed to reproduce and label the decode."""
+    return {
+        "model": adapter.info.to_dict(),
+        "pipeline": pipeline.to_dict(),
+        "label": pipeline.label,
+        "decode_config": config.to_dict(),
+        "prompt_text": prompt_text,
+        "reason_names": list(COMMIT_REASONS),
+        "pass_kind_names": list(PASS_KINDS),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def finish_trace(builder: TraceBuilder, adapter: ModelAdapter, meta: dict[str, Any]) -> Trace:
+    """Build the trace and attach display texts for every token id it mentions."""
+    trace = builder.build(meta)
+    ids = np.unique(np.concatenate([trace.tokens.ravel(), trace.candidate.ravel(), trace.prompt_ids]))
+    trace.meta["token_text"] = dict(zip(map(str, ids.tolist()), adapter.token_strings(ids.tolist()), strict=True))
+    trace.meta["answer_text"] = adapter.answer_text(trace.final_tokens.tolist())
+    return trace
+
+
+def decode(
+    adapter: ModelAdapter,
+    prompt_ids: Sequence[int],
+    pipeline: Pipeline | None = None,
+    config: DecodeConfig | None = None,
+    *,
+    generator: torch.Generator | None = None,
+    prompt_text: str | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> Trace:
+    """Run `iter_decode` to the end and return the Trace (see iter_decode for arguments).
+
+    `on_step` is called after every step (progress bars); `prompt_text` is stored in meta.
+    """
+    pipeline = pipeline or Pipeline()
+    config = config or DecodeConfig()
+    builder = TraceBuilder(config.gen_length, np.full(config.gen_length, adapter.info.mask_token_id),
+                           np.asarray(prompt_ids))
+    for record in iter_decode(adapter, prompt_ids, pipeline, config, generator=generator):
+        builder.add(record)
+        if on_step is not None:
+            on_step(record)
+    return finish_trace(builder, adapter, decode_meta(adapter, prompt_ids, pipeline, config, prompt_text))

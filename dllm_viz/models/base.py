@@ -1,0 +1,171 @@
+"""ModelAdapter: the one object the engine talks to, whatever the model family.
+
+The adapter owns every model quirk: special token ids, the chat or prompt template, the
+device and dtype, and Dream's one-position logits shift, so that row i of `logits` is always
+the distribution of position i. Family-specific construction lives in the sibling modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from dllm_viz.models.bidirectional import full_attention_mask
+
+
+class ModelLoadError(ValueError):
+    """A model could not be loaded; the message names the path or id and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterInfo:
+    """Facts about a loaded model that the engine and the app need.
+
+    Attributes:
+        family: "llada", "dream", "tiny" or "remote".
+        name_or_path: what the user passed to `load`.
+        mask_token_id: the id written into not-yet-decoded positions.
+        eos_token_id: end-of-sequence id (LLaDA and Dream pad answers with it).
+        eot_token_id: end-of-turn id, or None when the tokenizer has none.
+        vocab_size: rows of the output layer.
+        device: torch device string.
+        dtype: torch dtype name of the weights.
+        shift_logits: True for Dream (row i is read from the model output at i - 1).
+        delimiters: strings that end a semantic step (AdaBlock's default delimiter set).
+    """
+
+    family: str
+    name_or_path: str
+    mask_token_id: int
+    eos_token_id: int
+    eot_token_id: int | None
+    vocab_size: int
+    device: str
+    dtype: str
+    shift_logits: bool = False
+    delimiters: tuple[str, ...] = ("\n",)
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """EOS and, when present, EoT: the ids that end an answer."""
+        return (self.eos_token_id,) if self.eot_token_id is None else (
+            self.eos_token_id,
+            self.eot_token_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (recorded in every trace)."""
+        data = asdict(self)
+        data["delimiters"] = list(self.delimiters)
+        return data
+
+
+class ModelAdapter:
+    """A bidirectional masked-diffusion LM behind a uniform, batch-size-1 interface.
+
+    Args:
+        model: a transformers model returning `.logits`; used with a 4-D all-visible mask
+            unless `uses_remote_code` (remote code handles its own attention).
+        tokenizer: the matching transformers tokenizer.
+        info: the model's facts.
+        prompt_template: optional format string with a `{prompt}` field (our tiny model's
+            chat-free format); applied when the tokenizer has no chat template.
+        uses_remote_code: the model came from `trust_remote_code`; call it plainly.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        info: AdapterInfo,
+        *,
+        prompt_template: str | None = None,
+        uses_remote_code: bool = False,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.info = info
+        self.prompt_template = prompt_template
+        self.uses_remote_code = uses_remote_code
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights."""
+        return torch.device(self.info.device)
+
+    @torch.inference_mode()
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits for a 1-D sequence of token ids: row i is the distribution of position i.
+
+        Args:
+            tokens: long tensor (seq,) on any device.
+
+        Returns:
+            Tensor (seq, vocab) in the model dtype on the model's device.
+        """
+        ids = tokens.to(self.device).view(1, -1)
+        if self.uses_remote_code:
+            out = self.model(input_ids=ids).logits[0]
+        else:
+            dtype = next(self.model.parameters()).dtype
+            mask = full_attention_mask(ids.shape[1], ids.shape[1], dtype=dtype, device=self.device)
+            out = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits[0]
+        if self.info.shift_logits:
+            # Dream keeps next-token prediction: position i is predicted by output i - 1.
+            out = torch.cat([out[:1], out[:-1]], dim=0)
+        return out
+
+    def has_chat_template(self) -> bool:
+        """True when the tokenizer carries a chat template."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def format_prompt(self, text: str, *, chat: bool | None = None) -> str:
+        """The text the model sees for a user prompt (template applied, not tokenized)."""
+        use_chat = self.has_chat_template() if chat is None else chat
+        if use_chat:
+            if not self.has_chat_template():
+                raise ValueError(
+                    f"model {self.info.name_or_path!r} has no chat template; pass chat=False"
+                )
+            return str(
+                self.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+                )
+            )
+        if self.prompt_template:
+            return self.prompt_template.format(prompt=text)
+        return text
+
+    def encode_prompt(self, text: str, *, chat: bool | None = None) -> list[int]:
+        """Token ids of a user prompt, with the chat or prompt template applied.
+
+        Raises:
+            ValueError: the prompt is empty.
+        """
+        if not text or not text.strip():
+            raise ValueError("the prompt is empty; type a question or pick a sample prompt")
+        formatted = self.format_prompt(text, chat=chat)
+        # Chat templates already insert BOS; never add special tokens twice.
+        ids = self.tokenizer(formatted, add_special_tokens=False)["input_ids"]
+        return [int(i) for i in ids]
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
+        """Text of token ids; the mask and EOS/EoT tokens are dropped by default."""
+        return str(self.tokenizer.decode(list(map(int, ids)), skip_special_tokens=skip_special_tokens))
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """A display label for each id (its own decoded text, special tokens kept)."""
+        return [self.tokenizer.decode([int(i)], skip_special_tokens=False) for i in ids]
+
+    def answer_text(self, ids: Sequence[int]) -> str:
+        """Generated text up to the first EOS/EoT, special tokens removed (what is scored)."""
+        stop = set(self.info.stop_token_ids)
+        out: list[int] = []
+        for i in ids:
+            if int(i) in stop:
+                break
+            out.append(int(i))
+        return self.decode(out)

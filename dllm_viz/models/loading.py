@@ -1,0 +1,265 @@
+"""`load(name_or_path)`: pick the family from config.json and build a ModelAdapter.
+
+Families (DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
+Qwen2ForCausalLM, all bidirectional; anything else only with `trust_remote_code=True`.
+Special ids come from config.json or the tokenizer, never from literals in the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dllm_viz.models import dream, llada
+from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
+from dllm_viz.models.bidirectional import make_bidirectional
+from dllm_viz.models.weights import load_renamed
+
+log = logging.getLogger(__name__)
+
+TINY_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' -> cuda > mps > cpu; anything else is validated and returned."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise ModelLoadError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use cpu")
+    return resolved
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """Default: bf16 on CUDA, fp16 on MPS, fp32 on CPU."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is None:
+        return {"cuda": torch.bfloat16, "mps": torch.float16}.get(device.type, torch.float32)
+    if dtype not in _DTYPES:
+        raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}")
+    return _DTYPES[dtype]
+
+
+def load(
+    name_or_path: str,
+    device: str = "auto",
+    dtype: str | torch.dtype | None = None,
+    trust_remote_code: bool = False,
+) -> ModelAdapter:
+    """Load a masked-diffusion LM as a ModelAdapter.
+
+    Args:
+        name_or_path: "tiny" (the bundled model), a local checkpoint directory, or a Hugging
+            Face hub id (needs network access).
+        device: "auto" (cuda > mps > cpu), "cpu", "cuda", "cuda:N" or "mps".
+        dtype: weights dtype name; default bf16 on CUDA, fp16 on MPS, fp32 on CPU.
+        trust_remote_code: allow families we do not support natively, through their own code.
+
+    Raises:
+        ModelLoadError: unknown path or id, unsupported architecture, bad device or dtype.
+    """
+    directory = _local_directory(name_or_path)
+    raw = _read_config(directory)
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    tokenizer = _load_tokenizer(directory)
+    section = raw.get("dllm_viz") or {}
+    if section.get("family") == "tiny":
+        return _tiny(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
+    if llada.is_llada_config(raw):
+        model = load_renamed(_llama_cls(), llada.llama_config(raw), directory, llada.rename_key,
+                             device=dev, dtype=torch_dtype)
+        info = _info("llada", name_or_path, raw, tokenizer, model, llada.MASK_TOKEN, llada.EOT_TOKEN)
+        return ModelAdapter(make_bidirectional(model), tokenizer, info)
+    if dream.is_dream_config(raw):
+        from transformers import Qwen2ForCausalLM
+
+        model = load_renamed(Qwen2ForCausalLM, dream.qwen2_config(raw), directory, dream.rename_key,
+                             device=dev, dtype=torch_dtype)
+        info = _info("dream", name_or_path, raw, tokenizer, model, dream.MASK_TOKEN, dream.EOT_TOKEN,
+                     shift_logits=True)
+        return ModelAdapter(make_bidirectional(model), tokenizer, info)
+    if trust_remote_code:
+        return _remote(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
+    raise ModelLoadError(
+        f"{name_or_path!r} has model_type {raw.get('model_type')!r} and architectures "
+        f"{raw.get('architectures')!r}, which dllm_viz does not support natively (llada, dream, "
+        "tiny); pass trust_remote_code=True (CLI: --trust-remote-code) to run its own code"
+    )
+
+
+def _llama_cls() -> type:
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM
+
+
+def _local_directory(name_or_path: str) -> Path:
+    if name_or_path == "tiny":
+        if not (TINY_DIR / "config.json").is_file():
+            raise ModelLoadError(
+                f"the bundled tiny model is missing from {str(TINY_DIR)!r}; reinstall dllm_viz or "
+                "train it with `python -m dllm_viz train-tiny`"
+            )
+        return TINY_DIR
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{name_or_path!r} is a directory without config.json; "
+                                 "pass a checkpoint directory saved by save_pretrained")
+        return path
+    if path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1:
+        raise ModelLoadError(
+            f"model {name_or_path!r} is neither 'tiny', a checkpoint directory nor a hub id "
+            "(owner/name); check the path"
+        )
+    return _download(name_or_path)
+
+
+def _download(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.py",
+                                                               "*.model", "*.txt", "*.jinja"]))
+    except Exception as exc:  # the hub client raises many types for offline/not found
+        raise ModelLoadError(
+            f"could not fetch {repo_id!r} from the Hugging Face hub ({exc.__class__.__name__}); "
+            "if this machine is offline, download the checkpoint elsewhere and pass its local "
+            "directory instead"
+        ) from None
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((directory / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"cannot read {str(directory / 'config.json')!r}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{str(directory / 'config.json')!r} is not a JSON object")
+    return data
+
+
+def _load_tokenizer(directory: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        with _quiet_transformers():
+            return AutoTokenizer.from_pretrained(str(directory))
+    except Exception as exc:  # tokenizer loading errors come in many types
+        raise ModelLoadError(f"cannot load the tokenizer in {str(directory)!r}: {exc}") from None
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' warnings and progress bars (e.g. 'model of type llada') for a call."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+    vocab = tokenizer.get_vocab()
+    return int(vocab[token]) if token in vocab else None
+
+
+def _info(
+    family: str,
+    name_or_path: str,
+    raw: dict[str, Any],
+    tokenizer: Any,
+    model: Any,
+    mask_token: str | None,
+    eot_token: str | None,
+    *,
+    shift_logits: bool = False,
+    delimiters: tuple[str, ...] = ("\n",),
+) -> AdapterInfo:
+    mask_id = raw.get("mask_token_id")
+    if mask_id is None and mask_token is not None:
+        mask_id = _token_id(tokenizer, mask_token)
+    if mask_id is None:
+        mask_id = getattr(tokenizer, "mask_token_id", None)
+    eos_id = raw.get("eos_token_id", getattr(tokenizer, "eos_token_id", None))
+    if isinstance(eos_id, list):
+        eos_id = eos_id[0]
+    if mask_id is None or eos_id is None:
+        raise ModelLoadError(
+            f"{name_or_path!r}: cannot find the mask / EOS token ids (mask={mask_id}, eos={eos_id}); "
+            "add mask_token_id and eos_token_id to config.json"
+        )
+    eot_id = _token_id(tokenizer, eot_token) if eot_token else None
+    param = next(model.parameters())
+    return AdapterInfo(
+        family=family,
+        name_or_path=name_or_path,
+        mask_token_id=int(mask_id),
+        eos_token_id=int(eos_id),
+        eot_token_id=eot_id,
+        vocab_size=int(model.config.vocab_size),
+        device=str(param.device),
+        dtype=str(param.dtype).removeprefix("torch."),
+        shift_logits=shift_logits,
+        delimiters=delimiters,
+    )
+
+
+def _tiny(
+    name_or_path: str,
+    directory: Path,
+    raw: dict[str, Any],
+    tokenizer: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> ModelAdapter:
+    from transformers import LlamaForCausalLM
+
+    section = raw["dllm_viz"]
+    with _quiet_transformers():
+        model = LlamaForCausalLM.from_pretrained(str(directory), dtype=dtype).to(device).eval()
+    merged = {**raw, "mask_token_id": section.get("mask_token_id"),
+              "eos_token_id": section.get("eos_token_id", raw.get("eos_token_id"))}
+    info = _info("tiny", name_or_path, merged, tokenizer, model, "[MASK]", None,
+                 delimiters=tuple(section.get("delimiters", ["\n"])))
+    return ModelAdapter(make_bidirectional(model), tokenizer, info,
+                        prompt_template=section.get("prompt_template"))
+
+
+def _remote(
+    name_or_path: str,
+    directory: Path,
+    raw: dict[str, Any],
+    tokenizer: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> ModelAdapter:
+    from transformers import AutoModel
+
+    log.debug("loading %s through its own remote code", name_or_path)
+    with _quiet_transformers():
+        model = AutoModel.from_pretrained(str(directory), trust_remote_code=True, dtype=dtype)
+    model = model.to(device).eval()
+    info = _info("remote", name_or_path, raw, tokenizer, model, None, None)
+    return ModelAdapter(model, tokenizer, info, uses_remote_code=True)

@@ -1,0 +1,77 @@
+"""Load a checkpoint whose parameter names differ from a transformers architecture.
+
+The model is built on the meta device (no memory for random weights: an 8B model would need
+32 GB in float32), the renamed tensors are assigned in place, and the non-persistent rotary
+buffers are rebuilt on the target device. Knows nothing about specific families.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from dllm_viz.models.base import ModelLoadError
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The checkpoint's .safetensors shards, in index order when an index exists."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [directory / n for n in names]
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise ModelLoadError(
+            f"no .safetensors weights in {str(directory)!r}; convert .bin checkpoints with "
+            "safetensors or pass a directory saved by save_pretrained"
+        )
+    return files
+
+
+def load_renamed(
+    model_cls: type,
+    config: Any,
+    directory: Path,
+    rename: Callable[[str], str],
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> Any:
+    """Build `model_cls(config)` with the checkpoint's tensors under renamed keys.
+
+    Args:
+        model_cls: a transformers model class (e.g. LlamaForCausalLM).
+        config: its config instance.
+        directory: checkpoint directory with safetensors shards.
+        rename: maps a checkpoint key to the architecture's key (raise ModelLoadError if unknown).
+        device: where the weights go.
+        dtype: the weights' dtype.
+
+    Raises:
+        ModelLoadError: missing or unexpected parameters.
+    """
+    state: dict[str, torch.Tensor] = {}
+    for file in safetensors_files(directory):
+        for key, tensor in load_file(str(file), device="cpu").items():
+            state[rename(key)] = tensor.to(device=device, dtype=dtype)
+    with torch.device("meta"):
+        model = model_cls(config)
+    if getattr(config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    result = model.load_state_dict(state, strict=False, assign=True)
+    missing = [k for k in result.missing_keys if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or result.unexpected_keys:
+        raise ModelLoadError(
+            f"checkpoint {str(directory)!r} does not fit {model_cls.__name__}: "
+            f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+        )
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    with torch.device(device):
+        model.model.rotary_emb = type(model.model.rotary_emb)(config)
+    return model.to(device=device, dtype=dtype).eval()

@@ -1,0 +1,191 @@
+"""Contracts between the decoding loop and the policies that plug into it.
+
+A commit rule answers "which masked positions of the window do I commit now?"; a block sizer
+answers "where does the window that starts here end?". Both see a `StepView` (numpy arrays over
+the generated positions, computed once per forward pass by the engine), return their new state
+explicitly, and never call the model. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+# Why a position was committed (ALGORITHMS.md §0.4). Stored as int8 codes in traces; the
+# names travel with every saved trace so old files stay readable if the list grows.
+COMMIT_REASONS: tuple[str, ...] = (
+    "quota",
+    "forced_top1",
+    "threshold",
+    "factor",
+    "filter",
+    "cora_residual",
+    "tspd",
+    "ce_lookahead",
+    "last_step_flush",
+    "first_token",
+    "eos_stop",
+    "random",
+)
+NO_REASON = -1
+
+
+def reason_code(name: str) -> int:
+    """Integer code of a commit reason name."""
+    try:
+        return COMMIT_REASONS.index(name)
+    except ValueError:
+        raise ValueError(f"unknown commit reason {name!r}; known: {COMMIT_REASONS}") from None
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a policy may look at in one step. Arrays are over the gen_length generated positions.
+
+    Attributes:
+        step: global index of this forward pass (0-based).
+        step_in_window: index of this pass within the current window (0 = the window's first).
+        window: [start, end) of the current window in generated-position coordinates.
+        tokens: current tokens before this step's commits.
+        is_masked: True where the position is still the mask token.
+        candidate: token each position would take now (argmax or sample).
+        confidence: probability of the candidate under the un-tempered softmax.
+        margin: top-1 minus top-2 probability.
+        entropy: entropy of the softmax (nats).
+        is_eos_candidate: True where the candidate is an end-of-sequence/turn token.
+        rand: uniform [0, 1) draws from the decode's generator (random remasking).
+        window_masked_at_start: masked positions in the window when it opened (LLaDA schedule).
+    """
+
+    step: int
+    step_in_window: int
+    window: tuple[int, int]
+    tokens: np.ndarray
+    is_masked: np.ndarray
+    candidate: np.ndarray
+    confidence: np.ndarray
+    margin: np.ndarray
+    entropy: np.ndarray
+    is_eos_candidate: np.ndarray
+    rand: np.ndarray
+    window_masked_at_start: int
+
+    @property
+    def gen_length(self) -> int:
+        """Number of generated positions."""
+        return int(self.tokens.shape[0])
+
+    @property
+    def in_window(self) -> np.ndarray:
+        """Boolean mask of the current window."""
+        mask = np.zeros(self.gen_length, dtype=bool)
+        mask[self.window[0] : self.window[1]] = True
+        return mask
+
+    @property
+    def open_positions(self) -> np.ndarray:
+        """Positions a rule may commit now: masked and inside the window."""
+        return self.is_masked & self.in_window
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A commit rule's answer for one step.
+
+    Attributes:
+        commit: positions to commit now (the engine clips it to masked & window).
+        reason: per-position commit reason code (see COMMIT_REASONS), NO_REASON elsewhere.
+        extras: named per-position float arrays recorded into the trace (e.g. persistence).
+    """
+
+    commit: np.ndarray
+    reason: np.ndarray
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, commit: np.ndarray, reason: str, extras: Mapping[str, np.ndarray] | None = None
+    ) -> Decision:
+        """A decision whose committed positions all share one reason."""
+        codes = np.where(commit, reason_code(reason), NO_REASON).astype(np.int8)
+        return cls(commit=commit.astype(bool), reason=codes, extras=dict(extras or {}))
+
+
+StateT = TypeVar("StateT")
+
+
+@runtime_checkable
+class CommitRule(Protocol):
+    """Chooses which open positions to commit at each step."""
+
+    name: ClassVar[str]
+
+    def init_state(self, gen_length: int) -> Any:
+        """State before the first step of a decode (None for stateless rules)."""
+        ...
+
+    def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
+        """Decide this step's commits and return the next state."""
+        ...
+
+
+@runtime_checkable
+class BlockSizer(Protocol):
+    """Chooses where each window (semi-autoregressive block) ends."""
+
+    name: ClassVar[str]
+
+    def validate(self, gen_length: int) -> None:
+        """Raise ValueError when this sizer cannot tile `gen_length`."""
+        ...
+
+    def window_end(self, view: StepView, start: int) -> tuple[int, Mapping[str, np.ndarray]]:
+        """End (exclusive) of the window opening at `start`, from the window's first pass.
+
+        Returns the end and named per-position extras to record at this step.
+        """
+        ...
+
+
+def top_k_mask(scores: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+    """Boolean mask of the k highest `scores` among `allowed` positions.
+
+    Ties go to the lower position (stable sort), so the choice is deterministic.
+    """
+    k = int(min(max(k, 0), int(allowed.sum())))
+    mask = np.zeros(scores.shape[0], dtype=bool)
+    if k == 0:
+        return mask
+    ranked = np.where(allowed, scores, -np.inf)
+    order = np.argsort(-ranked, kind="stable")
+    mask[order[:k]] = True
+    return mask
+
+
+Component = TypeVar("Component")
+
+
+def component_options(cls: type) -> list[tuple[str, Any, str]]:
+    """(field name, default, help) for every configurable field of a policy dataclass."""
+    out = []
+    for f in fields(cls):
+        default = f.default if f.default is not MISSING else None
+        out.append((f.name, default, str(f.metadata.get("help", ""))))
+    return out
+
+
+def build_component(cls: type[Component], options: Mapping[str, Any]) -> Component:
+    """Instantiate `cls` from the subset of `options` naming its fields (None = default)."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    kwargs = {k: v for k, v in options.items() if k in names and v is not None}
+    return cls(**kwargs)
+
+
+def component_to_dict(component: Any) -> dict[str, Any]:
+    """JSON-ready description of a policy component: its registry name and fields."""
+    data = asdict(component)
+    data = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+    return {"name": type(component).name, **data}

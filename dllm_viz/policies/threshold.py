@@ -1,0 +1,52 @@
+"""Fast-dLLM's confidence-threshold rule (ALGORITHMS.md §2.1).
+
+Mirrors the threshold branch of `get_transfer_index` in github.com/NVlabs/Fast-dLLM
+(llada/generate.py): commit every open position whose confidence reaches the threshold; if
+none does, commit the single most confident one so every step makes progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
+
+
+@dataclass(frozen=True)
+class ThresholdPolicy:
+    """Commit all open positions with confidence >= threshold, else the most confident one.
+
+    Paper: "Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and
+    Parallel Decoding", arXiv 2505.22618 (threshold 0.9 is the paper's selected value).
+    The reference baseline: this is the rule the other adaptive rules are compared against.
+    """
+
+    name: ClassVar[str] = "threshold"
+    threshold: float = field(
+        default=0.9, metadata={"help": "confidence a position needs to be committed, in (0, 1]"}
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"`threshold` must be in (0, 1], got {self.threshold!r}")
+
+    def init_state(self, gen_length: int) -> None:
+        return None
+
+    def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
+        open_ = view.open_positions
+        above = open_ & (view.confidence >= self.threshold)
+        if above.any():
+            return Decision.of(above, "threshold"), state
+        return Decision.of(top_k_mask(view.confidence, open_, 1), "forced_top1"), state
+
+
+def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray:
+    """Reason codes: `reason` on `commit`, forced_top1 on `forced`, NO_REASON elsewhere."""
+    codes = np.full(commit.shape[0], NO_REASON, dtype=np.int8)
+    codes[commit] = reason_code(reason)
+    codes[forced] = reason_code("forced_top1")
+    return codes

@@ -1,0 +1,89 @@
+"""Per-position statistics of one forward pass: candidate, confidence, margin, entropy.
+
+Computed once per step by the engine so policies never touch logits. Tensor in, tensor out;
+knows nothing about windows, policies or tokenizers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, slots=True)
+class PositionStats:
+    """Statistics over the rows of one logits matrix (one row per position).
+
+    Attributes:
+        candidate: the token each position would take (argmax or Gumbel-max sample), long.
+        confidence: un-tempered softmax probability of the candidate (LLaDA `low_confidence`).
+        margin: top-1 minus top-2 probability.
+        entropy: Shannon entropy of the softmax in nats.
+    """
+
+    candidate: torch.Tensor
+    confidence: torch.Tensor
+    margin: torch.Tensor
+    entropy: torch.Tensor
+
+
+def gumbel_argmax(
+    logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Sample from softmax(logits / temperature) with the Gumbel-max trick in float64.
+
+    LLaDA ranks exp(z) / (-log u)^tau with u ~ U(0,1) in float64; its log, z + tau * g with
+    g = -log(-log u), has the same argmax without overflow. float64 matters: low-precision
+    Gumbel noise behaves like a lower temperature (arXiv 2409.02908). tau = 0 is argmax.
+    """
+    if temperature == 0.0:
+        return logits.argmax(dim=-1)
+    z = logits.to(torch.float64)
+    u = torch.rand(z.shape, dtype=torch.float64, device=z.device, generator=generator)
+    return (z - temperature * torch.log(-torch.log(u))).argmax(dim=-1)
+
+
+def summarize(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    softmax_dtype: torch.dtype = torch.float64,
+    suppress_ids: tuple[int, ...] = (),
+    deprioritize_ids: tuple[int, ...] = (),
+) -> PositionStats:
+    """Candidates and their statistics for each row of `logits` (positions x vocab).
+
+    Args:
+        logits: raw model logits, row i = distribution of position i.
+        temperature: Gumbel-max temperature for the candidate; confidence ignores it (LLaDA).
+        generator: RNG for the Gumbel noise.
+        softmax_dtype: precision of the softmax behind confidence, margin and entropy.
+        suppress_ids: token ids that can never be candidates (LLaDA `logits_eos_inf`).
+        deprioritize_ids: ids removed from the softmax *after* the candidate is chosen, so a
+            candidate among them gets confidence 0 (LLaDA `confidence_eos_eot_inf` at tau = 0).
+
+    Returns:
+        PositionStats with one entry per row.
+    """
+    if suppress_ids:
+        logits = logits.clone()
+        logits[:, list(suppress_ids)] = float("-inf")
+    candidate = gumbel_argmax(logits, temperature, generator)
+    log_p = torch.log_softmax(logits.to(softmax_dtype), dim=-1)
+    p = log_p.exp()
+    top2 = p.topk(2, dim=-1).values if p.shape[-1] > 1 else torch.cat([p, torch.zeros_like(p)], -1)
+    entropy = -(p * torch.nan_to_num(log_p, neginf=0.0)).sum(dim=-1)
+    if deprioritize_ids:
+        kept = logits.to(softmax_dtype).clone()
+        kept[:, list(deprioritize_ids)] = float("-inf")
+        confidence = torch.softmax(kept, dim=-1).gather(-1, candidate[:, None])[:, 0]
+    else:
+        confidence = p.gather(-1, candidate[:, None])[:, 0]
+    return PositionStats(
+        candidate=candidate,
+        confidence=confidence,
+        margin=top2[:, 0] - top2[:, 1],
+        entropy=entropy,
+    )

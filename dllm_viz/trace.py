@@ -1,0 +1,281 @@
+"""Trace: everything one decode did, as named [steps x positions] numpy arrays plus metadata.
+
+Figures and the app read only Traces, so a saved trace can be replayed and plotted without a
+model or torch. Saved as one .npz (arrays + a JSON metadata blob), never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+PASS_KINDS: tuple[str, ...] = ("full", "prefix_cached", "dual_cached")
+_META_KEY = "__meta_json__"
+_EXTRA_PREFIX = "extra__"
+
+# name -> (dtype, shape kind): "SL" = [steps, positions], "S1L" = [steps + 1, positions],
+# "S" = [steps], "S2" = [steps, 2], "L" = [positions], "P" = [prompt positions].
+_FIELDS: dict[str, tuple[type, str]] = {
+    "tokens": (np.int32, "S1L"),
+    "candidate": (np.int32, "SL"),
+    "confidence": (np.float32, "SL"),
+    "entropy": (np.float32, "SL"),
+    "margin": (np.float32, "SL"),
+    "committed": (np.bool_, "SL"),
+    "reason": (np.int8, "SL"),
+    "window": (np.int32, "S2"),
+    "block_index": (np.int32, "S"),
+    "pass_kind": (np.int8, "S"),
+    "query_len": (np.int32, "S"),
+    "step_seconds": (np.float64, "S"),
+    "forward_seconds": (np.float64, "S"),
+    "prompt_ids": (np.int32, "P"),
+}
+
+
+class TraceFileError(ValueError):
+    """A file that is not a readable dllm_viz trace; the message names the file and the fix."""
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """One decode, indexed over generated positions only (S = steps taken, L = gen_length).
+
+    Attributes:
+        tokens: [S+1, L] canvas after each step; row 0 is the initial all-mask canvas.
+        candidate: [S, L] token each position would take at that step.
+        confidence / entropy / margin: [S, L] statistics of the model's distribution.
+        committed: [S, L] True where the position was committed at that step.
+        reason: [S, L] commit reason code (policies.COMMIT_REASONS) where committed, else -1.
+        window: [S, 2] [start, end) of the window in generated-position coordinates.
+        block_index: [S] index of the window each step belongs to.
+        pass_kind: [S] index into PASS_KINDS (full forward or a cached partial pass).
+        query_len: [S] number of query positions in that forward pass (its real cost).
+        step_seconds / forward_seconds: [S] wall time of the step and of its forward pass.
+        prompt_ids: [P] the prompt's token ids.
+        extras: policy internals by name, each [S, L] float32 (NaN where undefined).
+        meta: JSON-ready metadata: model, pipeline, decode config, prompt text, token texts.
+    """
+
+    tokens: np.ndarray
+    candidate: np.ndarray
+    confidence: np.ndarray
+    entropy: np.ndarray
+    margin: np.ndarray
+    committed: np.ndarray
+    reason: np.ndarray
+    window: np.ndarray
+    block_index: np.ndarray
+    pass_kind: np.ndarray
+    query_len: np.ndarray
+    step_seconds: np.ndarray
+    forward_seconds: np.ndarray
+    prompt_ids: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        num_steps, gen_length = self.tokens.shape[0] - 1, self.tokens.shape[1]
+        expected = {
+            "SL": (num_steps, gen_length),
+            "S1L": (num_steps + 1, gen_length),
+            "S": (num_steps,),
+            "S2": (num_steps, 2),
+        }
+        for name, (dtype, kind) in _FIELDS.items():
+            value = np.asarray(getattr(self, name))
+            if value.dtype != dtype:
+                value = value.astype(dtype)
+            object.__setattr__(self, name, value)
+            if kind in expected and value.shape != expected[kind]:
+                raise ValueError(f"Trace.{name} must have shape {expected[kind]}, got {value.shape}")
+        for name, value in self.extras.items():
+            arr = np.asarray(value, dtype=np.float32)
+            if arr.shape != (num_steps, gen_length):
+                raise ValueError(
+                    f"Trace extra {name!r} must have shape {(num_steps, gen_length)}, got {arr.shape}"
+                )
+            self.extras[name] = arr
+        if num_steps and int(self.committed.sum(axis=0).max(initial=0)) > 1:
+            raise ValueError("Trace.committed commits some position more than once")
+
+    # ---- derived views -------------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        """Forward passes taken (S)."""
+        return int(self.tokens.shape[0] - 1)
+
+    @property
+    def nfe(self) -> int:
+        """Number of function evaluations: one per forward pass, cached passes included."""
+        return self.num_steps
+
+    @property
+    def gen_length(self) -> int:
+        """Number of generated positions (L)."""
+        return int(self.tokens.shape[1])
+
+    @property
+    def final_tokens(self) -> np.ndarray:
+        """The canvas after the last step."""
+        return self.tokens[-1]
+
+    @property
+    def commit_step(self) -> np.ndarray:
+        """[L] step at which each position was committed, -1 if it never was."""
+        out = np.full(self.gen_length, -1, dtype=np.int32)
+        steps, positions = np.nonzero(self.committed)
+        out[positions] = steps
+        return out
+
+    @property
+    def commit_reason(self) -> np.ndarray:
+        """[L] reason code of each position's commit, -1 if never committed."""
+        out = np.full(self.gen_length, -1, dtype=np.int8)
+        steps, positions = np.nonzero(self.committed)
+        out[positions] = self.reason[steps, positions]
+        return out
+
+    @property
+    def tokens_per_step(self) -> np.ndarray:
+        """[S] number of positions committed at each step."""
+        return self.committed.sum(axis=1).astype(np.int32)
+
+    @property
+    def wall_seconds(self) -> float:
+        """Total wall time of the decode loop."""
+        return float(self.step_seconds.sum())
+
+    @property
+    def is_complete(self) -> bool:
+        """True when every position was committed (not cut by the step cap or a stop)."""
+        return bool((self.commit_step >= 0).all())
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of a token id as recorded at decode time ('?' if unknown)."""
+        return str(self.meta.get("token_text", {}).get(str(int(token_id)), "?"))
+
+    # ---- persistence ---------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write this trace as a compressed .npz (arrays + JSON metadata, no pickle)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
+        arrays = {name: getattr(self, name) for name in _FIELDS}
+        arrays.update({_EXTRA_PREFIX + k: v for k, v in self.extras.items()})
+        meta = {"schema_version": SCHEMA_VERSION, **self.meta}
+        arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        tmp.replace(path)
+        return path
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a trace written by `Trace.save`.
+
+    Raises:
+        TraceFileError: the file is missing, not an .npz, not a dllm_viz trace, from a newer
+            schema, or its arrays are inconsistent. The message names the file and the fix.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TraceFileError(f"trace file {str(path)!r} does not exist; check the path")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise TraceFileError(
+            f"{str(path)!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
+            "save traces with Trace.save or `python -m dllm_viz decode --save`"
+        ) from None
+    if _META_KEY not in arrays:
+        raise TraceFileError(
+            f"{str(path)!r} is an .npz file but not a dllm_viz trace (no metadata entry); "
+            "load a file written by Trace.save"
+        )
+    try:
+        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceFileError(f"{str(path)!r} has corrupt trace metadata ({exc})") from None
+    version = meta.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise TraceFileError(
+            f"{str(path)!r} has trace schema {version!r}; this dllm_viz reads up to "
+            f"{SCHEMA_VERSION}: upgrade dllm_viz"
+        )
+    missing = sorted(set(_FIELDS) - set(arrays))
+    if missing:
+        raise TraceFileError(f"{str(path)!r} lacks trace arrays {missing}; the file is truncated")
+    extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
+    try:
+        return Trace(**{name: arrays[name] for name in _FIELDS}, extras=extras, meta=meta)
+    except ValueError as exc:
+        raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
+
+
+class TraceBuilder:
+    """Accumulates per-step records (duck-typed `engine.StepRecord`s) into a Trace.
+
+    Used by `engine.decode` and by the app's step-by-step mode, which builds a partial trace
+    from however many steps have run (an interrupted run keeps what it recorded).
+    """
+
+    def __init__(self, gen_length: int, initial_tokens: np.ndarray, prompt_ids: np.ndarray) -> None:
+        self.gen_length = gen_length
+        self._rows: dict[str, list[Any]] = {name: [] for name in _FIELDS if name not in ("prompt_ids",)}
+        self._rows["tokens"].append(np.asarray(initial_tokens, dtype=np.int32))
+        self._extras: dict[str, dict[int, np.ndarray]] = {}
+        self._prompt_ids = np.asarray(prompt_ids, dtype=np.int32)
+        self.stop_reason: str | None = None
+
+    @property
+    def num_steps(self) -> int:
+        """Steps recorded so far."""
+        return len(self._rows["candidate"])
+
+    def add(self, record: Any) -> None:
+        """Append one step record."""
+        rows = self._rows
+        rows["tokens"].append(record.tokens)
+        for name in ("candidate", "confidence", "entropy", "margin", "committed", "reason"):
+            rows[name].append(getattr(record, name))
+        rows["window"].append(record.window)
+        rows["block_index"].append(record.block_index)
+        rows["pass_kind"].append(PASS_KINDS.index(record.pass_kind))
+        rows["query_len"].append(record.query_len)
+        rows["step_seconds"].append(record.step_seconds)
+        rows["forward_seconds"].append(record.forward_seconds)
+        for name, values in record.extras.items():
+            self._extras.setdefault(name, {})[self.num_steps - 1] = np.asarray(values, np.float32)
+        if record.stop_reason is not None:
+            self.stop_reason = record.stop_reason
+
+    def build(self, meta: dict[str, Any]) -> Trace:
+        """The Trace of the steps so far (valid after any number of steps, even zero)."""
+        num_steps, length = self.num_steps, self.gen_length
+        arrays: dict[str, np.ndarray] = {}
+        for name, (dtype, kind) in _FIELDS.items():
+            if name == "prompt_ids":
+                continue
+            rows = self._rows[name]
+            if rows:
+                arrays[name] = np.stack([np.asarray(r) for r in rows]).astype(dtype)
+            else:
+                shape = {"SL": (0, length), "S2": (0, 2), "S": (0,)}[kind]
+                arrays[name] = np.zeros(shape, dtype=dtype)
+        extras = {}
+        for name, by_step in self._extras.items():
+            full = np.full((num_steps, length), np.nan, dtype=np.float32)
+            for step, values in by_step.items():
+                full[step] = values
+            extras[name] = full
+        meta = {**meta, "stop_reason": self.stop_reason or ("incomplete" if num_steps else "not_started")}
+        return Trace(**arrays, prompt_ids=self._prompt_ids, extras=extras, meta=meta)

@@ -1,0 +1,117 @@
+"""Trace: validation, derived views, and the .npz + JSON round trip without pickle."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from toy import ToyAdapter
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
+from dllm_viz.policies import Pipeline
+from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, load_trace
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return decode(ToyAdapter(), [3, 4, 5], Pipeline.from_names("threshold", threshold=0.6, block_length=8),
+                  DecodeConfig(gen_length=24), prompt_text="toy prompt")
+
+
+def test_round_trip_is_identical(trace: Trace, tmp_path: Path) -> None:
+    trace.extras["persistence"] = np.arange(trace.num_steps * 24, dtype=np.float32).reshape(-1, 24)
+    path = trace.save(tmp_path / "run.npz")
+    loaded = load_trace(path)
+    for name in ("tokens", "candidate", "confidence", "entropy", "margin", "committed", "reason",
+                 "window", "block_index", "pass_kind", "query_len", "step_seconds", "prompt_ids"):
+        assert np.array_equal(getattr(loaded, name), getattr(trace, name)), name
+        assert getattr(loaded, name).dtype == getattr(trace, name).dtype
+    assert np.array_equal(loaded.extras["persistence"], trace.extras["persistence"])
+    assert loaded.meta["prompt_text"] == "toy prompt"
+    assert loaded.meta["pipeline"] == trace.meta["pipeline"]
+    assert Pipeline.from_dict(loaded.meta["pipeline"]) == Pipeline.from_names("threshold", threshold=0.6,
+                                                                               block_length=8)
+    with zipfile.ZipFile(path) as zf:
+        assert all(not name.endswith(".pkl") for name in zf.namelist())
+    np.load(path, allow_pickle=False).close()
+
+
+def test_derived_views(trace: Trace) -> None:
+    steps = trace.commit_step
+    assert (steps >= 0).all() and steps.max() == trace.num_steps - 1
+    assert trace.tokens_per_step.sum() == trace.gen_length
+    assert trace.nfe == trace.num_steps == trace.confidence.shape[0]
+    assert trace.tokens.shape == (trace.num_steps + 1, trace.gen_length)
+    assert (trace.tokens[0] == 0).all()
+    assert set(trace.commit_reason.tolist()) <= set(range(len(trace.meta["reason_names"])))
+    assert trace.token_text(int(trace.final_tokens[0])).startswith("t")
+    assert trace.meta["stop_reason"] == "complete"
+
+
+def test_save_adds_npz_suffix(trace: Trace, tmp_path: Path) -> None:
+    assert trace.save(tmp_path / "plain").name == "plain.npz"
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip at all")
+    with pytest.raises(TraceFileError, match="not a readable .npz trace"):
+        load_trace(bad)
+
+
+def test_truncated_file_is_a_clear_error(trace: Trace, tmp_path: Path) -> None:
+    path = trace.save(tmp_path / "t.npz")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFileError):
+        load_trace(path)
+
+
+def test_foreign_npz_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.npz"
+    np.savez(path, weights=np.zeros(3))
+    with pytest.raises(TraceFileError, match="not a dllm_viz trace"):
+        load_trace(path)
+
+
+def test_newer_schema_is_refused(trace: Trace, tmp_path: Path) -> None:
+    path = trace.save(tmp_path / "t.npz")
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(arrays["__meta_json__"].tobytes())
+    meta["schema_version"] = 99
+    arrays["__meta_json__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    with pytest.raises(TraceFileError, match="upgrade dllm_viz"):
+        load_trace(path)
+
+
+def test_missing_file_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(TraceFileError, match="nope.npz"):
+        load_trace(tmp_path / "nope.npz")
+
+
+def test_shape_validation_and_double_commit_rejected(trace: Trace) -> None:
+    with pytest.raises(ValueError, match="confidence"):
+        Trace(**{**_fields(trace), "confidence": trace.confidence[:, :3]})
+    committed = trace.committed.copy()
+    committed[:, 0] = True
+    with pytest.raises(ValueError, match="more than once"):
+        Trace(**{**_fields(trace), "committed": committed})
+
+
+def test_builder_makes_valid_empty_and_partial_traces() -> None:
+    builder = TraceBuilder(8, np.zeros(8), np.array([1, 2]))
+    empty = builder.build({})
+    assert empty.num_steps == 0 and empty.meta["stop_reason"] == "not_started"
+    assert empty.commit_step.tolist() == [-1] * 8
+
+
+def _fields(trace: Trace) -> dict:
+    names = ("tokens", "candidate", "confidence", "entropy", "margin", "committed", "reason", "window",
+             "block_index", "pass_kind", "query_len", "step_seconds", "forward_seconds", "prompt_ids")
+    return {name: getattr(trace, name) for name in names} | {"meta": dict(trace.meta)}

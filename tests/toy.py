@@ -1,0 +1,50 @@
+"""A deterministic toy denoiser: peaked, context-dependent logits without a transformer.
+
+Position i prefers token TARGET[i]; its confidence rises with the number of committed
+positions near it, and a few positions oscillate between two candidates. This gives every
+policy varied confidences (a random transformer's are all near 1/V) at microsecond cost.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from dllm_viz.models.base import AdapterInfo, ModelAdapter
+
+VOCAB = 24
+MASK, EOS = 0, 1
+
+
+class ToyAdapter(ModelAdapter):
+    """ModelAdapter whose logits are a closed-form function of the current tokens."""
+
+    def __init__(self, prompt_len_hint: int = 4) -> None:
+        info = AdapterInfo(family="toy", name_or_path="toy", mask_token_id=MASK, eos_token_id=EOS,
+                           eot_token_id=None, vocab_size=VOCAB, device="cpu", dtype="float32")
+        model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
+        super().__init__(model, tokenizer=None, info=info)
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[0]
+        pos = torch.arange(n)
+        target = 2 + (pos * 7) % (VOCAB - 2)
+        target = torch.where(pos > 0.75 * n, torch.full_like(target, EOS), target)
+        committed = (tokens != MASK).float()
+        kernel = torch.ones(1, 1, 7)
+        near = torch.nn.functional.conv1d(committed.view(1, 1, -1), kernel, padding=3).view(-1)
+        strength = 0.5 + 1.2 * near + 0.3 * (pos % 5).float()
+        # Oscillation: every 6th position flips its preferred token with the committed count.
+        flip = ((pos % 6) == 3) & (int(committed.sum().item()) % 2 == 1)
+        target = torch.where(flip, 2 + (target + 1) % (VOCAB - 2), target)
+        out = torch.zeros(n, VOCAB)
+        out[pos, target] = strength
+        out[:, MASK] = -30.0
+        return out
+
+    def token_strings(self, ids: list[int]) -> list[str]:
+        return [f"t{int(i)}" for i in ids]
+
+    def decode(self, ids, *, skip_special_tokens: bool = True) -> str:  # type: ignore[override]
+        return " ".join(f"t{int(i)}" for i in ids if not (skip_special_tokens and int(i) in (MASK, EOS)))
