@@ -157,6 +157,23 @@ class Trace:
         """True when every position was committed (not cut by the step cap or a stop)."""
         return bool((self.commit_step >= 0).all())
 
+    def summary(self) -> dict[str, float]:
+        """Headline numbers: NFE, wall seconds, tokens/s and tokens per step.
+
+        tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
+        over the wall time of the decode loop.
+        """
+        stop_ids = self.meta.get("model", {}).get("stop_token_ids", [])
+        committed = self.commit_step >= 0
+        answer = int((committed & ~np.isin(self.final_tokens, stop_ids)).sum())
+        seconds = self.wall_seconds
+        return {
+            "nfe": float(self.nfe),
+            "seconds": seconds,
+            "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
+            "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
+        }
+
     def token_text(self, token_id: int) -> str:
         """Display text of a token id as recorded at decode time ('?' if unknown)."""
         return str(self.meta.get("token_text", {}).get(str(int(token_id)), "?"))

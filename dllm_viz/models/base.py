@@ -60,6 +60,7 @@ class AdapterInfo:
         """JSON-ready dict (recorded in every trace)."""
         data = asdict(self)
         data["delimiters"] = list(self.delimiters)
+        data["stop_token_ids"] = list(self.stop_token_ids)
         return data
 
 

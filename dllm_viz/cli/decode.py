@@ -1,0 +1,42 @@
+"""`python -m dllm_viz decode`: decode one prompt and print the text, NFE and time."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `decode` subcommand."""
+    parser = subparsers.add_parser(
+        "decode", help="decode one prompt with a policy",
+        description="Decode one prompt step by step and print the output, NFE and wall time.")
+    parser.add_argument("--prompt", required=True, help="the prompt text (the model's template is applied)")
+    parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                        help="apply the tokenizer's chat template (default: when it has one)")
+    parser.add_argument("--save", type=Path, default=None, help="write the trace to this .npz file")
+    add_model_options(parser)
+    add_decode_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Decode and print; returns the exit status."""
+    from dllm_viz.engine import decode
+    from dllm_viz.models import load
+
+    pipe, config = pipeline(args), decode_config(args)
+    pipe.validate(config.gen_length)  # fail on bad options before loading weights
+    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    prompt_ids = adapter.encode_prompt(args.prompt, chat=args.chat)
+    trace = decode(adapter, prompt_ids, pipe, config, prompt_text=args.prompt)
+    summary = trace.summary()
+    print(trace.meta["answer_text"])
+    print(f"policy={pipe.label} nfe={trace.nfe} time={summary['seconds']:.3f}s "
+          f"tokens/s={summary['tokens_per_second']:.1f} tokens/step={summary['tokens_per_step']:.2f} "
+          f"stop={trace.meta['stop_reason']}")
+    if args.save is not None:
+        print(f"saved {trace.save(args.save)}")
+    return 0

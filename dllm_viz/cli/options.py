@@ -1,0 +1,91 @@
+"""Shared CLI options: model loading, decode settings, and policy fields from the registries.
+
+Policy options are generated from the dataclass fields of every registered component, so a
+new policy's knobs appear in `--help` without touching the CLI. An option applies to
+whichever chosen component has a field of that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from dataclasses import MISSING, fields
+from typing import Any, Literal
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.policies import BLOCKS, RULES, Pipeline
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """--model, --device, --dtype, --trust-remote-code."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", default="tiny",
+                       help="'tiny' (bundled), a local checkpoint directory, or a hub id (default: tiny)")
+    group.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps")
+    group.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                       help="weights dtype (default: bf16 on CUDA, fp16 on MPS, fp32 on CPU)")
+    group.add_argument("--trust-remote-code", action="store_true",
+                       help="allow model families dllm_viz does not support natively, through their own code")
+
+
+def add_decode_options(parser: argparse.ArgumentParser) -> None:
+    """Decode settings and every policy field."""
+    group = parser.add_argument_group("decoding")
+    group.add_argument("--rule", "--policy", dest="rule", default="threshold", choices=sorted(RULES),
+                       help="commit rule (default: threshold)")
+    group.add_argument("--block", default="fixed", choices=sorted(BLOCKS), help="block sizer (default: fixed)")
+    group.add_argument("--gen-length", type=int, default=128, help="generated positions (default: 128)")
+    group.add_argument("--temperature", type=float, default=0.0, help="Gumbel sampling temperature (default: 0)")
+    group.add_argument("--max-steps", type=int, default=None, help="hard cap on forward passes")
+    group.add_argument("--seed", type=int, default=0, help="RNG seed (default: 0)")
+    group.add_argument("--softmax-dtype", default="float64", choices=["float64", "float32"],
+                       help="precision of confidences (default: float64)")
+    group.add_argument("--suppress-eos", action="store_true", help="LLaDA logits_eos_inf: never propose EOS")
+    group.add_argument("--deprioritize-eos", action="store_true",
+                       help="LLaDA confidence_eos_eot_inf: EOS/EoT candidates get confidence 0")
+    policy = parser.add_argument_group("policy options (each applies to the chosen component that has it)")
+    for name, (kind, choices, help_text, owners) in policy_fields().items():
+        flag = "--" + name.replace("_", "-")
+        text = f"{help_text} [{', '.join(owners)}]"
+        if kind is bool:
+            policy.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            policy.add_argument(flag, dest=name, type=kind, choices=choices, default=None, help=text)
+
+
+def policy_fields() -> dict[str, tuple[type, list[Any] | None, str, list[str]]]:
+    """Every field of every registered component: name -> (type, choices, help, owners)."""
+    out: dict[str, tuple[type, list[Any] | None, str, list[str]]] = {}
+    for registry in (RULES, BLOCKS):
+        for comp_name, cls in sorted(registry.items()):
+            hints = typing.get_type_hints(cls)
+            for f in fields(cls):
+                kind, choices = _kind(hints[f.name])
+                default = "" if f.default is MISSING else f" (default {f.default})"
+                if f.name in out:
+                    out[f.name][3].append(comp_name)
+                    continue
+                out[f.name] = (kind, choices, str(f.metadata.get("help", f.name)) + default, [comp_name])
+    return out
+
+
+def _kind(annotation: Any) -> tuple[type, list[Any] | None]:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        return type(args[0]), list(args)
+    if args:  # X | None
+        return _kind(args[0])
+    return annotation, None
+
+
+def decode_config(args: argparse.Namespace) -> DecodeConfig:
+    """DecodeConfig from parsed arguments."""
+    return DecodeConfig(gen_length=args.gen_length, temperature=args.temperature, max_steps=args.max_steps,
+                        softmax_dtype=args.softmax_dtype, suppress_eos=args.suppress_eos,
+                        deprioritize_eos=args.deprioritize_eos, seed=args.seed)
+
+
+def pipeline(args: argparse.Namespace) -> Pipeline:
+    """Pipeline from parsed arguments (policy fields left unset keep their defaults)."""
+    options = {name: getattr(args, name, None) for name in policy_fields()}
+    return Pipeline.from_names(args.rule, args.block, **options)

@@ -1,0 +1,61 @@
+"""The command line: decode prints text, NFE and time; bad arguments exit 2 with one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dllm_viz.cli import main
+from dllm_viz.trace import load_trace
+
+
+def test_decode_prints_text_nfe_and_time_and_saves(tiny_dir: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "trace.npz"
+    status = main(["decode", "--model", str(tiny_dir), "--prompt", "2 + 3", "--policy", "fixed_steps",
+                   "--steps", "16", "--gen-length", "32", "--block-length", "8", "--device", "cpu",
+                   "--save", str(out_file)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "nfe=16" in out and "time=" in out and "policy=fixed8+fixed_steps16" in out
+    trace = load_trace(out_file)
+    assert trace.nfe == 16 and trace.meta["prompt_text"] == "2 + 3"
+
+
+def test_decode_threshold_option_reaches_the_policy(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--model", str(tiny_dir), "--prompt", "hi", "--threshold", "0.5",
+                 "--gen-length", "16", "--block-length", "16", "--device", "cpu"]) == 0
+    assert "policy=fixed16+threshold0.5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--block-length", "30"], "must divide"),
+    (["--threshold", "1.5"], "threshold"),
+    (["--gen-length", "0"], "gen_length"),
+    (["--model", "/definitely/missing"], "check the path"),
+])
+def test_bad_values_exit_2_with_one_line(tiny_dir: Path, argv: list[str], needle: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["decode", "--model", str(tiny_dir), "--prompt", "hi", "--device", "cpu"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_unknown_policy_is_a_one_line_usage_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "dllm_viz", "decode", "--prompt", "x", "--policy", "nope"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "invalid choice" in proc.stderr
+
+
+def test_help_documents_every_option() -> None:
+    proc = subprocess.run([sys.executable, "-m", "dllm_viz", "decode", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0
+    for option in ("--model", "--prompt", "--policy", "--threshold", "--gen-length", "--block-length",
+                   "--save", "--steps", "--remasking", "--factor", "--temperature", "--seed", "--device"):
+        assert option in proc.stdout
