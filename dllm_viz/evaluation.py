@@ -1,0 +1,105 @@
+"""Decode a prompt set with one pipeline and score every completion.
+
+Shared by `python -m dllm_viz eval`, the benchmark and the app. Knows tasks (scoring) and the
+engine (decoding); knows nothing about printing or widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
+from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.pipeline import Pipeline
+from dllm_viz.tasks import Problem, get_task, load_problems
+
+SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemResult:
+    """The outcome of one problem."""
+
+    problem_id: str
+    correct: bool
+    nfe: int
+    seconds: float
+    completion: str
+    complete: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSummary:
+    """Aggregate over a prompt set."""
+
+    accuracy: float
+    n: int
+    mean_nfe: float
+    mean_seconds: float
+
+    def line(self) -> str:
+        """The CLI's final line: `accuracy=<fraction> n=<count> mean_nfe=<x>`."""
+        return f"accuracy={self.accuracy:.4f} n={self.n} mean_nfe={self.mean_nfe:.2f}"
+
+
+def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
+    """The bundled held-out set of `task` (sample_prompts/<task>_heldout.jsonl), first n."""
+    get_task(task)
+    path = SAMPLE_DIR / f"{task}_heldout.jsonl"
+    problems = load_problems(path)
+    return problems if n is None else problems[:n]
+
+
+def evaluate(
+    adapter: ModelAdapter,
+    problems: Sequence[Problem],
+    pipeline: Pipeline,
+    config: DecodeConfig,
+    *,
+    on_result: Callable[[int, ProblemResult], None] | None = None,
+) -> list[ProblemResult]:
+    """Decode and score each problem with its own task's scorer.
+
+    Args:
+        adapter: the model.
+        problems: the prompt set.
+        pipeline: decoding policy.
+        config: decode settings (the same seed for every problem).
+        on_result: called with (index, result) after each problem (progress).
+    """
+    results = []
+    for index, problem in enumerate(problems):
+        trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config)
+        completion = adapter.answer_text(trace.final_tokens.tolist())
+        result = ProblemResult(
+            problem_id=problem.problem_id,
+            correct=bool(get_task(problem.task).score(problem, completion)),
+            nfe=trace.nfe,
+            seconds=trace.wall_seconds,
+            completion=completion,
+            complete=trace.is_complete,
+        )
+        results.append(result)
+        if on_result is not None:
+            on_result(index, result)
+    return results
+
+
+def summarize(results: Sequence[ProblemResult]) -> EvalSummary:
+    """Accuracy, count, mean NFE and mean seconds of a result list."""
+    n = len(results)
+    if n == 0:
+        return EvalSummary(accuracy=0.0, n=0, mean_nfe=0.0, mean_seconds=0.0)
+    return EvalSummary(
+        accuracy=sum(r.correct for r in results) / n,
+        n=n,
+        mean_nfe=sum(r.nfe for r in results) / n,
+        mean_seconds=sum(r.seconds for r in results) / n,
+    )

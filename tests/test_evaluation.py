@@ -1,0 +1,66 @@
+"""Evaluation: decode + score a prompt set; the eval CLI's final line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from dllm_viz.cli import main
+from dllm_viz.config import DecodeConfig
+from dllm_viz.evaluation import evaluate, summarize
+from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.tasks import Problem, dump_problems
+
+PROBLEMS = [
+    Problem(task="arith", problem_id="a1", prompt="1 + 2?", target="1 + 2 = 3\n#### 3", gold="3"),
+    Problem(task="arith", problem_id="a2", prompt="4 + 4?", target="4 + 4 = 8\n#### 8", gold="8"),
+]
+
+
+class OracleAdapter(ModelAdapter):
+    """Wraps a real tokenizer; its logits spell out a fixed answer, then EOS."""
+
+    def __init__(self, base: ModelAdapter, answer: str) -> None:
+        super().__init__(base.model, base.tokenizer, base.info, prompt_template=base.prompt_template)
+        self.answer_ids = base.tokenizer(answer, add_special_tokens=False)["input_ids"]
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        n, vocab = tokens.shape[0], self.info.vocab_size
+        out = torch.zeros(n, vocab)
+        want = [self.info.eos_token_id] * n
+        start = n - 64  # decode() uses gen_length 64 below
+        for i, tok in enumerate(self.answer_ids):
+            want[start + i] = tok
+        out[torch.arange(n), torch.tensor(want)] = 20.0
+        return out
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("x = 3\n#### 3", [True, False]), ("#### 8", [False, True])])
+def test_evaluate_scores_each_completion(tiny_adapter: ModelAdapter, answer: str, expected: list[bool]) -> None:
+    oracle = OracleAdapter(tiny_adapter, answer)
+    results = evaluate(oracle, PROBLEMS, Pipeline.from_names("threshold", block_length=32), DecodeConfig(gen_length=64))
+    assert [r.correct for r in results] == expected
+    assert results[0].completion == answer
+    summary = summarize(results)
+    assert summary.accuracy == 0.5 and summary.n == 2 and summary.mean_nfe == results[0].nfe == 2
+    assert summary.line() == "accuracy=0.5000 n=2 mean_nfe=2.00"
+
+
+def test_eval_cli_last_line(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "set.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    out = tmp_path / "rows.jsonl"
+    status = main(["eval", "--model", str(tiny_dir), "--prompts", str(prompts), "--policy", "fixed_steps",
+                   "--gen-length", "16", "--block-length", "8", "--device", "cpu", "--out", str(out), "--quiet"])
+    assert status == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("accuracy=") and " n=2 " in last and last.endswith("mean_nfe=16.00")
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_eval_cli_rejects_bad_n(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--model", str(tiny_dir), "--n", "0", "--device", "cpu"]) == 2
+    assert "--n" in capsys.readouterr().err
