@@ -3,8 +3,8 @@
 `iter_decode` yields one StepRecord per forward pass so the app can show progress and step
 through a decode; `decode` drains it into a Trace. The loop owns windows, the model call,
 candidate statistics, the shared invariants (commits only masked positions of the window, at
-least one commit per step, a hard step cap, leaving a window as soon as it is full) and
-recording. Policies only choose commits; the adapter owns every model quirk.
+least one commit per step, a hard step cap, leaving a window as soon as it is full), the
+end-of-text cut and recording. Policies only choose commits; the adapter owns model quirks.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class StepRecord:
         step_in_window: index of the pass within its window.
         window: [start, end) of the window.
         tokens: the canvas after this step's commits.
-        candidate / confidence / entropy / margin: the model's statistics at this pass.
+        candidate / confidence / entropy / margin: the model's statistics at this pass
+            (NaN confidence where a position was cut off by an end-of-text stop).
         committed: positions committed by this step.
         reason: commit reason codes (COMMIT_REASONS) where committed, -1 elsewhere.
         extras: policy internals by name (recorded into Trace.extras).
@@ -46,7 +47,7 @@ class StepRecord:
         query_len: query positions in the forward pass.
         forward_seconds: wall time of the forward pass and its statistics.
         step_seconds: wall time of the whole step (forward + policy + bookkeeping).
-        stop_reason: set on the last record: "complete" or "max_steps".
+        stop_reason: set on the last record: "complete", "max_steps" or "eos".
     """
 
     step: int
@@ -91,7 +92,7 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
 
 def _stats(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, config: DecodeConfig,
            generator: torch.Generator | None) -> dict[str, np.ndarray]:
-    """Forward the whole sequence and summarise the generated rows as numpy arrays."""
+    """Forward the sequence and summarise the generated rows as numpy arrays."""
     logits = adapter.logits(x)[prompt_len:]
     info = adapter.info
     stats = summarize(
@@ -110,6 +111,26 @@ def _stats(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, config: Deco
     }
 
 
+def _pad(stats: dict[str, np.ndarray], tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Extend statistics of a cut canvas to all positions (NaN; candidate = current token)."""
+    cut = stats["candidate"].shape[0]
+    if cut == tokens.shape[0]:
+        return stats
+    out = {k: np.concatenate([v, np.full(tokens.shape[0] - cut, np.nan)]) for k, v in stats.items()}
+    out["candidate"] = np.concatenate([stats["candidate"], tokens[cut:]])
+    return out
+
+
+@dataclass
+class _Cursor:
+    """The loop's bookkeeping about the current window."""
+
+    window: tuple[int, int] = (0, 0)
+    block_index: int = -1
+    step_in_window: int = 0
+    masked_at_start: int = 0
+
+
 def iter_decode(
     adapter: ModelAdapter,
     prompt_ids: Sequence[int],
@@ -123,7 +144,8 @@ def iter_decode(
     Args:
         adapter: the model.
         prompt_ids: prompt token ids (template already applied, see adapter.encode_prompt).
-        pipeline: block sizer + commit rule; default Fast-dLLM threshold 0.9 in blocks of 32.
+        pipeline: block sizer + commit rule (+ extrapolation, stop); default Fast-dLLM
+            threshold 0.9 in blocks of 32. Model-family defaults are resolved here.
         config: canvas length, temperature, step cap, precision; default DecodeConfig().
         generator: RNG for Gumbel noise; default a generator seeded with config.seed.
 
@@ -131,76 +153,111 @@ def iter_decode(
         ValueError: empty prompt, prompt too long for the model, or a pipeline that cannot
             tile gen_length (the message names the value and the fix).
     """
-    pipeline = pipeline or Pipeline()
     config = config or DecodeConfig()
+    pipeline = (pipeline or Pipeline()).resolve(adapter.info.family, adapter.info.delimiters)
     _check_inputs(adapter, prompt_ids, pipeline, config)
     if generator is None:
         generator = torch.Generator(device=adapter.device).manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    mask_id, length, prompt_len = adapter.info.mask_token_id, config.gen_length, len(prompt_ids)
-    stop_ids = np.array(adapter.info.stop_token_ids)
-    tokens = np.full(length, mask_id, dtype=np.int64)
+    info, length, prompt_len = adapter.info, config.gen_length, len(prompt_ids)
+    stop_ids = np.array(info.stop_token_ids)
+    delimiter_ids = np.array(adapter.delimiter_ids(pipeline.delimiters) if pipeline.delimiters else [], np.int64)
+    tokens = np.full(length, info.mask_token_id, dtype=np.int64)
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
-    state = pipeline.rule.init_state(length)
-    window, block_index, step_in_window, masked_at_start = (0, 0), -1, 0, 0
+    rule_state = pipeline.rule.init_state(length)
+    extra_state = None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length)
+    cursor, canvas_end = _Cursor(), length
 
     for step in range(config.step_cap):
-        is_masked = tokens == mask_id
+        is_masked = tokens == info.mask_token_id
         if not is_masked.any():
             return
         started = time.perf_counter()
-        stats = _stats(adapter, x, prompt_len, config, generator)
+        stats = _pad(_stats(adapter, x[: prompt_len + canvas_end], prompt_len, config, generator), tokens)
         forward_seconds = time.perf_counter() - started
-
-        def view_of(win: tuple[int, int], in_window: int, at_start: int) -> StepView:
-            return StepView(step=step, step_in_window=in_window, window=win, tokens=tokens.copy(),
-                            is_masked=is_masked, is_eos_candidate=np.isin(stats["candidate"], stop_ids),
-                            rand=rand, window_masked_at_start=at_start, **stats)
-
-        rand = rng.random(length)
-        extras: dict[str, np.ndarray] = {}
-        while not is_masked[window[0] : window[1]].any():
-            # Open the next window at the end of the full one, sized from this pass.
-            start = window[1]
-            end, block_extras = pipeline.block.window_end(view_of((start, length), 0, 0), start)
-            if not start < end <= length:
-                raise RuntimeError(f"{type(pipeline.block).__name__} returned window [{start}, {end})")
-            window, block_index, step_in_window = (start, end), block_index + 1, 0
-            masked_at_start = int(is_masked[start:end].sum())
-            extras.update(block_extras)
-
-        view = view_of(window, step_in_window, masked_at_start)
-        decision, state = pipeline.rule.step(view, state)
-        open_ = view.open_positions
-        commit = np.asarray(decision.commit, dtype=bool) & open_
+        base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
+                "is_eos_candidate": np.isin(stats["candidate"], stop_ids), "canvas_end": canvas_end,
+                "is_delimiter_candidate": np.isin(stats["candidate"], delimiter_ids), **stats}
+        extras = _advance_window(pipeline, cursor, base, is_masked)
+        view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
+                        window_masked_at_start=cursor.masked_at_start, **base)
+        extras.update(getattr(pipeline.block, "observe", lambda v: {})(view))
+        decision, rule_state = pipeline.rule.step(view, rule_state)
+        if pipeline.extrapolate is not None:
+            decision, extra_state = pipeline.extrapolate.step(view, decision, extra_state)
+        commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
         reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
         if not commit.any():
             # Guarantee progress: the engine commits the most confident open position.
-            commit = top_k_mask(view.confidence, open_, 1)
+            commit = top_k_mask(view.confidence, view.open_positions, 1)
             reason[commit] = reason_code("forced_top1")
         tokens[commit] = stats["candidate"][commit]
-        x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
         extras.update(decision.extras)
-        step_in_window += 1
-        remaining = bool((tokens == mask_id).any())
-        stop = None if remaining else "complete"
-        if remaining and step == config.step_cap - 1:
-            stop = "max_steps"
+        halted, canvas_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)
+        x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
+        cursor.step_in_window += 1
+        stop = _stop_reason(tokens == info.mask_token_id, halted, step == config.step_cap - 1)
         yield StepRecord(
-            step=step, block_index=block_index, step_in_window=step_in_window - 1, window=window,
-            tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
-            pass_kind="full", query_len=int(x.shape[0]), forward_seconds=forward_seconds,
-            step_seconds=time.perf_counter() - started, stop_reason=stop, **stats,
+            step=step, block_index=cursor.block_index, step_in_window=cursor.step_in_window - 1,
+            window=cursor.window, tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
+            pass_kind="full", query_len=prompt_len + int(view.canvas_end or length),
+            forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started,
+            stop_reason=stop, **stats,
         )
+        if halted:
+            return
+
+
+def _advance_window(pipeline: Pipeline, cursor: _Cursor, base: dict[str, Any],
+                    is_masked: np.ndarray) -> dict[str, np.ndarray]:
+    """Open the next window(s) at the end of a full one, sized from this pass; returns extras."""
+    extras: dict[str, np.ndarray] = {}
+    length = is_masked.shape[0]
+    while not is_masked[cursor.window[0] : cursor.window[1]].any():
+        start = cursor.window[1]
+        probe = StepView(step_in_window=0, window=(start, length), window_masked_at_start=0, **base)
+        end, block_extras = pipeline.block.window_end(probe, start)
+        if not start < end <= length:
+            raise RuntimeError(f"{type(pipeline.block).__name__} returned window [{start}, {end})")
+        cursor.window, cursor.block_index, cursor.step_in_window = (start, end), cursor.block_index + 1, 0
+        cursor.masked_at_start = int(is_masked[start:end].sum())
+        extras.update(block_extras)
+    return extras
+
+
+def _apply_stop(pipeline: Pipeline, view: StepView, tokens: np.ndarray, commit: np.ndarray,
+                reason: np.ndarray, canvas_end: int, eos_id: int) -> tuple[bool, int]:
+    """Apply the end-of-text stop in place: fill the cut tail with EOS. Returns (halt, end)."""
+    if pipeline.stop is None:
+        return False, canvas_end
+    verdict = pipeline.stop.check(view, tokens, commit)
+    if verdict.cut is not None and verdict.cut < canvas_end:
+        tail = np.zeros(tokens.shape[0], dtype=bool)
+        tail[verdict.cut : canvas_end] = True
+        tail &= view.is_masked & ~commit
+        tokens[tail] = eos_id
+        commit |= tail
+        reason[tail] = reason_code("eos_stop")
+        canvas_end = verdict.cut
+    return verdict.halt, canvas_end
+
+
+def _stop_reason(is_masked: np.ndarray, halted: bool, at_cap: bool) -> str | None:
+    if not is_masked.any():
+        return "complete"
+    if halted:
+        return "eos"
+    return "max_steps" if at_cap else None
 
 
 def decode_meta(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
                 config: DecodeConfig, prompt_text: str | None) -> dict[str, Any]:
     """Trace metadata: everything needed to reproduce and label the decode."""
+    resolved = pipeline.resolve(adapter.info.family, adapter.info.delimiters)
     return {
         "model": adapter.info.to_dict(),
-        "pipeline": pipeline.to_dict(),
-        "label": pipeline.label,
+        "pipeline": resolved.to_dict(),
+        "label": resolved.label,
         "decode_config": config.to_dict(),
         "prompt_text": prompt_text,
         "reason_names": list(COMMIT_REASONS),

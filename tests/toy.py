@@ -14,7 +14,7 @@ import torch
 from dllm_viz.models.base import AdapterInfo, ModelAdapter
 
 VOCAB = 24
-MASK, EOS = 0, 1
+MASK, EOS, NEWLINE = 0, 1, 2
 
 
 class ToyAdapter(ModelAdapter):
@@ -29,7 +29,8 @@ class ToyAdapter(ModelAdapter):
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         n = tokens.shape[0]
         pos = torch.arange(n)
-        target = 2 + (pos * 7) % (VOCAB - 2)
+        target = 3 + (pos * 7) % (VOCAB - 3)
+        target = torch.where(pos % 9 == 8, torch.full_like(target, NEWLINE), target)
         target = torch.where(pos > 0.75 * n, torch.full_like(target, EOS), target)
         committed = (tokens != MASK).float()
         kernel = torch.ones(1, 1, 7)
@@ -37,11 +38,14 @@ class ToyAdapter(ModelAdapter):
         strength = 0.5 + 1.2 * near + 0.3 * (pos % 5).float()
         # Oscillation: every 6th position flips its preferred token with the committed count.
         flip = ((pos % 6) == 3) & (int(committed.sum().item()) % 2 == 1)
-        target = torch.where(flip, 2 + (target + 1) % (VOCAB - 2), target)
+        target = torch.where(flip, 3 + (target + 1) % (VOCAB - 3), target)
         out = torch.zeros(n, VOCAB)
         out[pos, target] = strength
         out[:, MASK] = -30.0
         return out
+
+    def delimiter_ids(self, delimiters) -> list[int]:  # type: ignore[no-untyped-def]
+        return [NEWLINE]
 
     def token_strings(self, ids: list[int]) -> list[str]:
         return [f"t{int(i)}" for i in ids]

@@ -8,12 +8,13 @@ whichever chosen component has a field of that name.
 from __future__ import annotations
 
 import argparse
+import codecs
 import typing
 from dataclasses import MISSING, fields
 from typing import Any, Literal
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.policies import BLOCKS, RULES, Pipeline
+from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,10 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rule", "--policy", dest="rule", default="threshold", choices=sorted(RULES),
                        help="commit rule (default: threshold)")
     group.add_argument("--block", default="fixed", choices=sorted(BLOCKS), help="block sizer (default: fixed)")
+    group.add_argument("--extrapolate", default=None, choices=sorted(EXTRAPOLATORS),
+                       help="look-ahead plug-in over the rule (Confidence Extrapolation); default none")
+    group.add_argument("--stop", default=None, choices=sorted(STOPS),
+                       help="end-of-text stop (cut the canvas after a confident EOS); default none")
     group.add_argument("--gen-length", type=int, default=128, help="generated positions (default: 128)")
     group.add_argument("--temperature", type=float, default=0.0, help="Gumbel sampling temperature (default: 0)")
     group.add_argument("--max-steps", type=int, default=None, help="hard cap on forward passes")
@@ -56,7 +61,7 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
 def policy_fields() -> dict[str, tuple[type, list[Any] | None, str, list[str]]]:
     """Every field of every registered component: name -> (type, choices, help, owners)."""
     out: dict[str, tuple[type, list[Any] | None, str, list[str]]] = {}
-    for registry in (RULES, BLOCKS):
+    for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS):
         for comp_name, cls in sorted(registry.items()):
             hints = typing.get_type_hints(cls)
             for f in fields(cls):
@@ -69,13 +74,21 @@ def policy_fields() -> dict[str, tuple[type, list[Any] | None, str, list[str]]]:
     return out
 
 
-def _kind(annotation: Any) -> tuple[type, list[Any] | None]:
+def _kind(annotation: Any) -> tuple[Any, list[Any] | None]:
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is tuple:
+        return _string_tuple, None
     if typing.get_origin(annotation) is Literal:
         return type(args[0]), list(args)
     if args:  # X | None
         return _kind(args[0])
     return annotation, None
+
+
+def _string_tuple(text: str) -> tuple[str, ...]:
+    r"""Comma-separated strings with Python escapes, e.g. `\n,.` -> ("
+", ".")."""
+    return tuple(codecs.decode(part, "unicode_escape") for part in text.split(",") if part)
 
 
 def decode_config(args: argparse.Namespace) -> DecodeConfig:
@@ -88,4 +101,4 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
 def pipeline(args: argparse.Namespace) -> Pipeline:
     """Pipeline from parsed arguments (policy fields left unset keep their defaults)."""
     options = {name: getattr(args, name, None) for name in policy_fields()}
-    return Pipeline.from_names(args.rule, args.block, **options)
+    return Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, **options)

@@ -91,6 +91,7 @@ class ModelAdapter:
         self.info = info
         self.prompt_template = prompt_template
         self.uses_remote_code = uses_remote_code
+        self._delimiter_ids: dict[tuple[str, ...], list[int]] = {}
 
     @property
     def device(self) -> torch.device:
@@ -160,6 +161,24 @@ class ModelAdapter:
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """A display label for each id (its own decoded text, special tokens kept)."""
         return [self.tokenizer.decode([int(i)], skip_special_tokens=False) for i in ids]
+
+    def delimiter_ids(self, delimiters: Sequence[str]) -> list[int]:
+        """Ids of vocabulary tokens made only of delimiter characters (spaces aside).
+
+        With "\n" this is every newline token ("\n", "\n\n", " \n"), as AdaBlock's Dream
+        port lists; a token that merges text with a newline does not count. Cached per set.
+        """
+        key = tuple(delimiters)
+        if key not in self._delimiter_ids:
+            chars = set("".join(key))
+            vocab = getattr(self.tokenizer, "get_vocab", dict)()
+            ids = sorted(vocab.values())
+            texts = self.tokenizer.batch_decode([[i] for i in ids]) if ids else []
+            self._delimiter_ids[key] = [
+                i for i, text in zip(ids, texts, strict=True)
+                if text.replace(" ", "") and set(text.replace(" ", "")) <= chars
+            ]
+        return self._delimiter_ids[key]
 
     def answer_text(self, ids: Sequence[int]) -> str:
         """Generated text up to the first EOS/EoT, special tokens removed (what is scored)."""

@@ -5,21 +5,30 @@ Each rule lives in its own module; the registries in `registry.py` name them exp
 
 from __future__ import annotations
 
+from dllm_viz.policies.adablock import AdaBlock
 from dllm_viz.policies.base import (
     COMMIT_REASONS,
     NO_REASON,
     BlockSizer,
     CommitRule,
     Decision,
+    Extrapolator,
     StepView,
+    StopDecision,
+    StopRule,
     reason_code,
     top_k_mask,
 )
 from dllm_viz.policies.blocks import FixedBlocks
+from dllm_viz.policies.cora import CoraPolicy
+from dllm_viz.policies.dream import DreamPolicy
+from dllm_viz.policies.eos_stop import EosStop
 from dllm_viz.policies.factor import FactorPolicy
-from dllm_viz.policies.fixed_steps import FixedStepsPolicy, transfer_schedule
+from dllm_viz.policies.fixed_steps import FixedStepsPolicy
+from dllm_viz.policies.kalman import KalmanExtrapolation
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.policies.registry import BLOCKS, RULES
+from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
+from dllm_viz.policies.schedule import transfer_schedule
 from dllm_viz.policies.threshold import ThresholdPolicy
 
 POLICIES = RULES
@@ -27,17 +36,27 @@ POLICIES = RULES
 __all__ = [
     "BLOCKS",
     "COMMIT_REASONS",
+    "EXTRAPOLATORS",
     "NO_REASON",
     "POLICIES",
     "RULES",
+    "STOPS",
+    "AdaBlock",
     "BlockSizer",
     "CommitRule",
+    "CoraPolicy",
     "Decision",
+    "DreamPolicy",
+    "EosStop",
+    "Extrapolator",
     "FactorPolicy",
     "FixedBlocks",
     "FixedStepsPolicy",
+    "KalmanExtrapolation",
     "Pipeline",
     "StepView",
+    "StopDecision",
+    "StopRule",
     "ThresholdPolicy",
     "reason_code",
     "top_k_mask",

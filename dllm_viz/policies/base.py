@@ -58,6 +58,9 @@ class StepView:
         is_eos_candidate: True where the candidate is an end-of-sequence/turn token.
         rand: uniform [0, 1) draws from the decode's generator (random remasking).
         window_masked_at_start: masked positions in the window when it opened (LLaDA schedule).
+        is_delimiter_candidate: True where the candidate is a delimiter (newline by default;
+            AdaBlock's semantic step boundaries).
+        canvas_end: positions at or after this were cut by an end-of-text stop (not decoded).
     """
 
     step: int
@@ -72,6 +75,8 @@ class StepView:
     is_eos_candidate: np.ndarray
     rand: np.ndarray
     window_masked_at_start: int
+    is_delimiter_candidate: np.ndarray | None = None
+    canvas_end: int | None = None
 
     @property
     def gen_length(self) -> int:
@@ -147,6 +152,45 @@ class BlockSizer(Protocol):
 
         Returns the end and named per-position extras to record at this step.
         """
+        ...
+
+
+@runtime_checkable
+class Extrapolator(Protocol):
+    """Adds look-ahead commits on top of any commit rule's decision (Confidence Extrapolation)."""
+
+    name: ClassVar[str]
+
+    def init_state(self, gen_length: int) -> Any:
+        """State before the first step."""
+        ...
+
+    def step(self, view: StepView, decision: Decision, state: Any) -> tuple[Decision, Any]:
+        """Return the base decision plus early commits, and the next state."""
+        ...
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """An end-of-text stop's verdict after a step.
+
+    Attributes:
+        cut: positions at or after `cut` are padding: filled with EOS and never decoded.
+        halt: stop decoding now, even if masks remain before the cut.
+    """
+
+    cut: int | None = None
+    halt: bool = False
+
+
+@runtime_checkable
+class StopRule(Protocol):
+    """Decides, after each step's commits, whether the answer has ended."""
+
+    name: ClassVar[str]
+
+    def check(self, view: StepView, tokens: np.ndarray, committed: np.ndarray) -> StopDecision:
+        """`tokens` is the canvas after this step; `committed` the positions committed in it."""
         ...
 
 

@@ -12,22 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-
 from dllm_viz.policies.base import Decision, StepView, top_k_mask
+from dllm_viz.policies.schedule import quota, steps_for_window, transfer_schedule, validate_steps
 
-
-def transfer_schedule(num_masked: int, num_steps: int) -> list[int]:
-    """LLaDA's per-step commit counts: floor(M/S) each, the remainder one extra, first.
-
-    Sums to `num_masked` exactly; e.g. (32, 8) -> [4]*8 and (32, 64) -> [1]*32 + [0]*32.
-    """
-    if num_steps < 1:
-        raise ValueError(f"`num_steps` must be >= 1, got {num_steps}")
-    if num_masked < 0:
-        raise ValueError(f"`num_masked` must be >= 0, got {num_masked}")
-    base, rem = divmod(num_masked, num_steps)
-    return [base + 1 if t < rem else base for t in range(num_steps)]
+__all__ = ["FixedStepsPolicy", "transfer_schedule"]
 
 
 @dataclass(frozen=True)
@@ -61,31 +49,21 @@ class FixedStepsPolicy:
 
     def steps_for_window(self, window_len: int, gen_length: int) -> int:
         """S_b: this window's share of the total steps (exactly S/K for equal blocks)."""
-        total = gen_length if self.steps is None else self.steps
-        return max(1, round(total * window_len / gen_length))
+        return steps_for_window(self.steps, window_len, gen_length)
 
     def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
         """LLaDA requires the steps to split evenly over equal blocks."""
-        if self.steps is None or block_length is None:
-            return
-        num_blocks = gen_length // block_length
-        if self.steps % num_blocks:
-            raise ValueError(
-                f"`steps` must be a multiple of the number of blocks "
-                f"(gen_length/block_length = {num_blocks}), got steps={self.steps}"
-            )
+        validate_steps(self.steps, gen_length, block_length)
 
     def init_state(self, gen_length: int) -> None:
         return None
 
     def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
-        start, end = view.window
-        budget = self.steps_for_window(end - start, view.gen_length)
         open_ = view.open_positions
-        if view.step_in_window >= budget:
+        n = quota(view, self.steps)
+        if n is None:
             # Only reachable when another component changed the window's masks; flush.
             return Decision.of(open_, "last_step_flush"), state
-        quota = transfer_schedule(view.window_masked_at_start, budget)[view.step_in_window]
         if self.remasking == "random":
-            return Decision.of(top_k_mask(view.rand, open_, quota), "random"), state
-        return Decision.of(top_k_mask(view.confidence, open_, quota), "quota"), state
+            return Decision.of(top_k_mask(view.rand, open_, n), "random"), state
+        return Decision.of(top_k_mask(view.confidence, open_, n), "quota"), state

@@ -1,19 +1,29 @@
-"""Pipeline: one explicit composition of a block sizer and a commit rule.
+"""Pipeline: one explicit composition of block sizing x commit rule x extrapolation x stop.
 
-DESIGN.md §5: decoding = block sizing x commit rule (x extrapolation x cache x stop, as those
-components land). The engine runs any Pipeline; this module only validates and (de)serialises.
+DESIGN.md §5: every combination runs through the one engine. This module validates,
+resolves model-family defaults and (de)serialises; it never decodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from dllm_viz.policies.base import BlockSizer, CommitRule, build_component, component_to_dict
+from dllm_viz.policies.base import (
+    BlockSizer,
+    CommitRule,
+    Extrapolator,
+    StopRule,
+    build_component,
+    component_to_dict,
+)
 from dllm_viz.policies.blocks import FixedBlocks
-from dllm_viz.policies.registry import BLOCKS, RULES, lookup
+from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.policies.threshold import ThresholdPolicy
+
+_PARTS = (("block", BLOCKS, "block sizer"), ("rule", RULES, "commit rule"),
+          ("extrapolate", EXTRAPOLATORS, "extrapolator"), ("stop", STOPS, "stop rule"))
 
 
 @dataclass(frozen=True)
@@ -23,10 +33,14 @@ class Pipeline:
     Attributes:
         rule: commit rule deciding which open positions to commit at each step.
         block: block sizer deciding where each window ends.
+        extrapolate: optional look-ahead plug-in adding early commits (CE), or None.
+        stop: optional end-of-text stop, or None.
     """
 
     rule: CommitRule = field(default_factory=ThresholdPolicy)
     block: BlockSizer = field(default_factory=FixedBlocks)
+    extrapolate: Extrapolator | None = None
+    stop: StopRule | None = None
 
     def validate(self, gen_length: int) -> None:
         """Raise ValueError if this pipeline cannot decode `gen_length` positions."""
@@ -35,32 +49,46 @@ class Pipeline:
         if check is not None:
             check(gen_length, getattr(self.block, "block_length", None))
 
+    def resolve(self, family: str, delimiters: tuple[str, ...]) -> Pipeline:
+        """Fill model-family defaults (e.g. AdaBlock's tau_D and delimiters) left unset."""
+        resolve = getattr(self.block, "resolve", None)
+        return self if resolve is None else replace(self, block=resolve(family, delimiters))
+
+    @property
+    def delimiters(self) -> tuple[str, ...] | None:
+        """Delimiter strings the block sizer looks for, if it uses any."""
+        return getattr(self.block, "delimiters", None)
+
     @property
     def label(self) -> str:
-        """Short human-readable name, e.g. `fixed32+threshold0.9`."""
-        return "+".join(_short(c) for c in (self.block, self.rule))
+        """Short human-readable name, e.g. `fixed32+threshold0.9+kalman`."""
+        parts = [getattr(self, name) for name, _, _ in _PARTS]
+        return "+".join(_short(c) for c in parts if c is not None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description; `from_dict` inverts it."""
-        return {"block": component_to_dict(self.block), "rule": component_to_dict(self.rule)}
+        return {name: None if getattr(self, name) is None else component_to_dict(getattr(self, name))
+                for name, _, _ in _PARTS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pipeline:
         """Rebuild a pipeline from `to_dict` output (unknown names raise ValueError)."""
-        block = _component(BLOCKS, "block sizer", data["block"])
-        rule = _component(RULES, "commit rule", data["rule"])
-        return cls(rule=rule, block=block)
+        parts = {name: _component(registry, kind, data[name])
+                 for name, registry, kind in _PARTS if data.get(name) is not None}
+        return cls(**parts)
 
     @classmethod
-    def from_names(cls, rule: str, block: str = "fixed", **options: Any) -> Pipeline:
+    def from_names(cls, rule: str, block: str = "fixed", extrapolate: str | None = None,
+                   stop: str | None = None, **options: Any) -> Pipeline:
         """Build from registry names and a flat dict of field values (CLI, app widgets).
 
         Each option goes to whichever chosen component has a field of that name; None means
         the component's default.
         """
-        rule_cls = lookup(RULES, "commit rule", rule)
-        block_cls = lookup(BLOCKS, "block sizer", block)
-        return cls(rule=build_component(rule_cls, options), block=build_component(block_cls, options))
+        names = {"block": block, "rule": rule, "extrapolate": extrapolate, "stop": stop}
+        parts = {name: build_component(lookup(registry, kind, names[name]), options)
+                 for name, registry, kind in _PARTS if names[name] is not None}
+        return cls(**parts)
 
 
 def _component(registry: dict[str, type], kind: str, data: Mapping[str, Any]) -> Any:

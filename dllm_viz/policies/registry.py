@@ -5,18 +5,32 @@ Built by hand (no import-time registration) so the full list is readable in one 
 
 from __future__ import annotations
 
+from dllm_viz.policies.adablock import AdaBlock
 from dllm_viz.policies.blocks import FixedBlocks
+from dllm_viz.policies.cora import CoraPolicy
+from dllm_viz.policies.dream import DreamPolicy
+from dllm_viz.policies.eos_stop import EosStop
 from dllm_viz.policies.factor import FactorPolicy
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
+from dllm_viz.policies.kalman import KalmanExtrapolation
 from dllm_viz.policies.threshold import ThresholdPolicy
 
 RULES: dict[str, type] = {
     FixedStepsPolicy.name: FixedStepsPolicy,
     ThresholdPolicy.name: ThresholdPolicy,
     FactorPolicy.name: FactorPolicy,
+    CoraPolicy.name: CoraPolicy,
+    DreamPolicy.name: DreamPolicy,
 }
 BLOCKS: dict[str, type] = {
     FixedBlocks.name: FixedBlocks,
+    AdaBlock.name: AdaBlock,
+}
+EXTRAPOLATORS: dict[str, type] = {
+    KalmanExtrapolation.name: KalmanExtrapolation,
+}
+STOPS: dict[str, type] = {
+    EosStop.name: EosStop,
 }
 
 

@@ -1,0 +1,103 @@
+"""AdaBlock-dLLM: end each window at a confidently predicted delimiter (ALGORITHMS.md §5).
+
+Mirrors `generate_adablock.py` of github.com/lgxi24/AdaBlock-dLLM: at the first pass of each
+window, look at a look-ahead of 25% of gen_length; among positions whose candidate is a
+delimiter (newline by default), take the MOST confident one (not the nearest); if its
+confidence reaches tau_D the window ends right after it, else the window is B0 long. Any
+commit rule decides inside the window (the paper uses Fast-dLLM's threshold 0.9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+import numpy as np
+
+from dllm_viz.policies.base import StepView
+from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
+
+# Family defaults of tau_D (ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
+# volatility band than AR-initialised Dream. The tiny model (also trained from scratch) uses
+# LLaDA's value until it is calibrated on its own held-out set.
+DELIMITER_THRESHOLDS: dict[str, float] = {"llada": 0.3, "dream": 0.5, "tiny": 0.3}
+FALLBACK_DELIMITER_THRESHOLD = 0.3
+
+PLATEAU, BAND, FLOOR = 0.0, 1.0, 2.0
+
+
+@dataclass(frozen=True)
+class AdaBlock:
+    """Semantic-aware adaptive window sizes.
+
+    Rule: window length = (most confident delimiter in the look-ahead) - start + 1 when that
+    confidence >= tau_D, else init_block_length; the last window is clipped to gen_length.
+    Paper: "AdaBlock-dLLM: Semantic-Aware Diffusion LLM Inference via Adaptive Block Size",
+    arXiv 2509.26432. Unlike fixed blocks, gen_length need not be a multiple of anything.
+    """
+
+    name: ClassVar[str] = "adablock"
+    init_block_length: int = field(default=32, metadata={"help": "AdaBlock fallback block size B0"})
+    delimiter_threshold: float | None = field(
+        default=None, metadata={"help": "AdaBlock tau_D; None = the model family's default"}
+    )
+    lookahead_fraction: float = field(
+        default=0.25, metadata={"help": "AdaBlock look-ahead window as a fraction of gen_length"}
+    )
+    delimiters: tuple[str, ...] | None = field(
+        default=None, metadata={"help": "delimiter strings; None = the model's (newline)"}
+    )
+    floor_confidence: float = field(
+        default=0.1, metadata={"help": "confidence below which a masked position is in the low floor"}
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.init_block_length, int) or self.init_block_length < 1:
+            raise ValueError(f"`init_block_length` must be a positive integer, got {self.init_block_length!r}")
+        if self.delimiter_threshold is not None and not 0.0 <= self.delimiter_threshold <= 1.0:
+            raise ValueError(f"`delimiter_threshold` must be in [0, 1], got {self.delimiter_threshold!r}")
+        if not 0.0 < self.lookahead_fraction <= 1.0:
+            raise ValueError(f"`lookahead_fraction` must be in (0, 1], got {self.lookahead_fraction!r}")
+        if self.delimiters is not None and not all(isinstance(d, str) and d for d in self.delimiters):
+            raise ValueError(f"`delimiters` must be non-empty strings, got {self.delimiters!r}")
+
+    def resolve(self, family: str, delimiters: tuple[str, ...]) -> AdaBlock:
+        """Fill the family's tau_D and the model's delimiters where left unset."""
+        tau = self.delimiter_threshold
+        if tau is None:
+            tau = DELIMITER_THRESHOLDS.get(family, FALLBACK_DELIMITER_THRESHOLD)
+        return replace(self, delimiter_threshold=tau, delimiters=self.delimiters or delimiters)
+
+    def validate(self, gen_length: int) -> None:
+        """Any gen_length works: windows adapt and the last one is clipped."""
+
+    def window_end(self, view: StepView, start: int) -> tuple[int, Mapping[str, np.ndarray]]:
+        length = view.gen_length
+        look = min(max(1, int(self.lookahead_fraction * length)), length - start)
+        fallback = min(start + self.init_block_length, length)
+        extras = np.full(length, np.nan, dtype=np.float32)
+        if view.is_delimiter_candidate is None:
+            return fallback, {DELIMITER_CONFIDENCE: extras}
+        span = np.arange(start, start + look)
+        found = span[view.is_delimiter_candidate[span]]
+        extras[found] = view.confidence[found]
+        if found.size == 0:
+            return fallback, {DELIMITER_CONFIDENCE: extras}
+        best = int(found[np.argmax(view.confidence[found])])  # first of equal maxima
+        tau = FALLBACK_DELIMITER_THRESHOLD if self.delimiter_threshold is None else self.delimiter_threshold
+        end = best + 1 if view.confidence[best] >= tau else fallback
+        return end, {DELIMITER_CONFIDENCE: extras}
+
+    def observe(self, view: StepView) -> dict[str, np.ndarray]:
+        """Volatility-band classification of every position at this step (ALGORITHMS.md §5.1)."""
+        return {VOLATILITY_REGION: volatility_region(view, self.floor_confidence)}
+
+
+def volatility_region(view: StepView, floor_confidence: float) -> np.ndarray:
+    """0 = plateau (committed), 2 = low floor (EOS candidate or confidence < floor), 1 = band."""
+    region = np.full(view.gen_length, BAND, dtype=np.float32)
+    region[~view.is_masked] = PLATEAU
+    region[view.is_masked & (view.is_eos_candidate | (view.confidence < floor_confidence))] = FLOOR
+    return region
+

@@ -1,0 +1,80 @@
+"""Dream's own samplers as commit rules (ALGORITHMS.md §4.4-4.5).
+
+Mirrors `_sample` of Dream-org's HF `generation_utils.py`. With the time grid
+t_j = linspace(1, eps, S + 1): `origin` commits each masked position independently with
+probability 1 - s/t; the confidence-ordered algorithms commit n_j = floor(M_j (1 - s/t)) of the
+M_j masked positions (all of them at the last step), ranked by the candidate's probability
+(maskgit_plus), the top-1 minus top-2 margin (topk_margin) or negative entropy (entropy), or
+sampled without replacement from softmax(score / alg_temp) (Gumbel-top-k on the engine's
+random draws). Dream has no blocks; inside windows each window gets its share of the steps.
+Deviations: our scores come from the untempered softmax (Dream's come after its temperature /
+top-p filtering), the same as LLaDA's confidence; and a step whose floor gives n_j = 0 (step 0
+when steps == gen_length) is not idle: the engine's at-least-one rule commits the top-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from dllm_viz.policies.base import Decision, StepView, top_k_mask
+from dllm_viz.policies.schedule import steps_for_window
+
+
+@dataclass(frozen=True)
+class DreamPolicy:
+    """Dream's origin / maskgit_plus / topk_margin / entropy samplers.
+
+    Paper: "Dream 7B: Diffusion Large Language Models", arXiv 2508.15487. Unlike `threshold`,
+    the number of commits follows a time schedule, not the confidences; `origin` even picks
+    positions at random at temperature 0.
+    """
+
+    name: ClassVar[str] = "dream"
+    alg: Literal["origin", "maskgit_plus", "topk_margin", "entropy"] = field(
+        default="entropy", metadata={"help": "Dream sampler: origin, maskgit_plus, topk_margin or entropy"}
+    )
+    steps: int | None = field(
+        default=None,
+        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    )
+    eps: float = field(default=1e-3, metadata={"help": "Dream: final time of the schedule"})
+    alg_temp: float | None = field(
+        default=None, metadata={"help": "Dream: sample positions from softmax(score/alg_temp); None = top-k"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.alg not in ("origin", "maskgit_plus", "topk_margin", "entropy"):
+            raise ValueError(f"`alg` must be origin, maskgit_plus, topk_margin or entropy, got {self.alg!r}")
+        if not 0.0 < self.eps < 1.0:
+            raise ValueError(f"`eps` must be in (0, 1), got {self.eps!r}")
+        if self.alg_temp is not None and self.alg_temp < 0:
+            raise ValueError(f"`alg_temp` must be >= 0 or None, got {self.alg_temp!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"`steps` must be a positive integer or None, got {self.steps!r}")
+
+    def init_state(self, gen_length: int) -> None:
+        return None
+
+    def fraction(self, step_in_window: int, num_steps: int) -> float:
+        """1 - s/t at this step of the schedule (1.0 at and after the last step)."""
+        if step_in_window >= num_steps - 1:
+            return 1.0
+        grid = np.linspace(1.0, self.eps, num_steps + 1)
+        return float(1.0 - grid[step_in_window + 1] / grid[step_in_window])
+
+    def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
+        start, end = view.window
+        open_ = view.open_positions
+        frac = self.fraction(view.step_in_window, steps_for_window(self.steps, end - start, view.gen_length))
+        if self.alg == "origin":
+            return Decision.of(open_ & (view.rand < frac), "quota"), state
+        n = int(open_.sum()) if frac >= 1.0 else int(np.floor(int(open_.sum()) * frac))
+        score = {"maskgit_plus": view.confidence, "topk_margin": view.margin,
+                 "entropy": -view.entropy}[self.alg]
+        if self.alg_temp:
+            gumbel = -np.log(-np.log(np.clip(view.rand, 1e-12, 1 - 1e-12)))
+            score = score / self.alg_temp + gumbel
+        return Decision.of(top_k_mask(score, open_, n), "quota"), state

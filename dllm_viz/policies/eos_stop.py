@@ -1,0 +1,57 @@
+"""End-of-text stop: once the answer has confidently ended, the rest of the canvas is padding.
+
+Two published variants (ALGORITHMS.md §3.4, §6.1), one component:
+- eos_trigger "committed" (CORA-Diff's EOS-aware deployment): a stop token committed in this
+  step with confidence >= `eos_confidence` ends the answer right after it;
+- eos_trigger "predicted" (Learn2PD's EoTP rule b): additionally, a still-masked position whose
+  candidate is a stop token with confidence >= `confidence` ends it (the most confident such
+  position; the first of equal maxima).
+Positions after the cut are filled with EOS (reason eos_stop) and the engine stops feeding them
+to the model, so every later forward pass is shorter. eos_mode "finish" keeps decoding the masks
+before the cut (Learn2PD); "halt" stops at once and leaves them masked (the CORA release quirk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from dllm_viz.policies.base import StepView, StopDecision
+
+
+@dataclass(frozen=True)
+class EosStop:
+    """Cut the canvas after a confident end-of-sequence token."""
+
+    name: ClassVar[str] = "eos"
+    eos_confidence: float = field(
+        default=0.8, metadata={"help": "EOS stop: confidence of the end token (CORA: 0.8)"}
+    )
+    eos_trigger: Literal["committed", "predicted"] = field(
+        default="committed", metadata={"help": "EOS stop: cut on a committed EOS, or also on a predicted one"}
+    )
+    eos_mode: Literal["finish", "halt"] = field(
+        default="finish", metadata={"help": "EOS stop: finish the masks before the cut, or halt at once"}
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.eos_confidence <= 1.0:
+            raise ValueError(f"`eos_confidence` must be in [0, 1], got {self.eos_confidence!r}")
+        if self.eos_trigger not in ("committed", "predicted"):
+            raise ValueError(f"`eos_trigger` must be 'committed' or 'predicted', got {self.eos_trigger!r}")
+        if self.eos_mode not in ("finish", "halt"):
+            raise ValueError(f"`eos_mode` must be 'finish' or 'halt', got {self.eos_mode!r}")
+
+    def check(self, view: StepView, tokens: np.ndarray, committed: np.ndarray) -> StopDecision:
+        confident = view.is_eos_candidate & (view.confidence >= self.eos_confidence)
+        ends = np.flatnonzero(committed & confident)
+        if ends.size:
+            return StopDecision(cut=int(ends[0]) + 1, halt=self.eos_mode == "halt")
+        if self.eos_trigger == "predicted":
+            predicted = np.flatnonzero(view.is_masked & ~committed & confident)
+            if predicted.size:
+                best = int(predicted[np.argmax(view.confidence[predicted])])
+                return StopDecision(cut=best + 1, halt=False)
+        return StopDecision()
