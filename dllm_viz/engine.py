@@ -48,6 +48,7 @@ class StepRecord:
         forward_seconds: wall time of the forward pass and its statistics.
         step_seconds: wall time of the whole step (forward + policy + bookkeeping).
         stop_reason: set on the last record: "complete", "max_steps" or "eos".
+        cache_bytes: memory held by the KV cache after this pass (0 without caching).
     """
 
     step: int
@@ -67,6 +68,7 @@ class StepRecord:
     forward_seconds: float = 0.0
     step_seconds: float = 0.0
     stop_reason: str | None = None
+    cache_bytes: int = 0
 
     @property
     def nfe(self) -> int:
@@ -78,6 +80,9 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
                   config: DecodeConfig) -> None:
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty; give at least one prompt token")
+    if pipeline.cache != "none" and not adapter.supports_cache:
+        raise ValueError(f"cache={pipeline.cache!r} needs a natively supported model family, not "
+                         f"{adapter.info.family!r}; use cache='none'")
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
     limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
@@ -90,10 +95,9 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
     pipeline.validate(config.gen_length)
 
 
-def _stats(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, config: DecodeConfig,
-           generator: torch.Generator | None) -> dict[str, np.ndarray]:
-    """Forward the sequence and summarise the generated rows as numpy arrays."""
-    logits = adapter.logits(x)[prompt_len:]
+def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeConfig,
+                   generator: torch.Generator | None) -> dict[str, np.ndarray]:
+    """Candidate statistics of logits rows as numpy arrays."""
     info = adapter.info
     stats = summarize(
         logits,
@@ -111,14 +115,52 @@ def _stats(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, config: Deco
     }
 
 
-def _pad(stats: dict[str, np.ndarray], tokens: np.ndarray) -> dict[str, np.ndarray]:
-    """Extend statistics of a cut canvas to all positions (NaN; candidate = current token)."""
-    cut = stats["candidate"].shape[0]
-    if cut == tokens.shape[0]:
+def _place(stats: dict[str, np.ndarray], offset: int, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Put statistics of rows [offset, offset + n) into full-length arrays.
+
+    Positions the pass did not compute (outside a cached query span, or cut by an end-of-text
+    stop) get NaN statistics and their current token as candidate.
+    """
+    count = stats["candidate"].shape[0]
+    if offset == 0 and count == tokens.shape[0]:
         return stats
-    out = {k: np.concatenate([v, np.full(tokens.shape[0] - cut, np.nan)]) for k, v in stats.items()}
-    out["candidate"] = np.concatenate([stats["candidate"], tokens[cut:]])
+    out = {k: np.full(tokens.shape[0], np.nan) for k in ("confidence", "margin", "entropy")}
+    out["candidate"] = tokens.copy()
+    for key, values in stats.items():
+        out[key][offset : offset + count] = values
     return out
+
+
+@dataclass
+class _Forward:
+    """One forward pass's result, in generated-position coordinates."""
+
+    stats: dict[str, np.ndarray]
+    pass_kind: str
+    query_len: int
+
+
+def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, canvas_end: int, tokens: np.ndarray,
+             config: DecodeConfig, generator: torch.Generator | None, cache_mode: str, kv: Any,
+             window: tuple[int, int] | None) -> tuple[_Forward, Any]:
+    """Full pass (refreshing the KV cache when caching), or a cached partial pass on `window`.
+
+    Returns the pass and the (possibly new) cache.
+    """
+    seq = x[: prompt_len + canvas_end]
+    if window is None:
+        if cache_mode == "none":
+            logits = adapter.logits(seq)
+        else:
+            logits, kv = adapter.refresh(seq)
+        stats = _summarize_rows(adapter, logits[prompt_len:], config, generator)
+        return _Forward(_place(stats, 0, tokens), "full", int(seq.shape[0])), kv
+    start, end = window[0], min(window[1], canvas_end)
+    logits = adapter.cached_logits(seq, kv, prompt_len + start, prompt_len + end, cache_mode)  # type: ignore[arg-type]
+    stats = _summarize_rows(adapter, logits, config, generator)
+    shift = 1 if adapter.info.shift_logits else 0
+    kind = f"{cache_mode}_cached"
+    return _Forward(_place(stats, start, tokens), kind, int(logits.shape[0]) + shift), kv
 
 
 @dataclass
@@ -166,14 +208,18 @@ def iter_decode(
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
     rule_state = pipeline.rule.init_state(length)
     extra_state = None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length)
-    cursor, canvas_end = _Cursor(), length
+    cursor, canvas_end, kv = _Cursor(), length, None
 
     for step in range(config.step_cap):
         is_masked = tokens == info.mask_token_id
         if not is_masked.any():
             return
         started = time.perf_counter()
-        stats = _pad(_stats(adapter, x[: prompt_len + canvas_end], prompt_len, config, generator), tokens)
+        partial = (pipeline.cache != "none" and kv is not None and is_masked[slice(*cursor.window)].any()
+                   and not (pipeline.refresh_every and cursor.step_in_window % pipeline.refresh_every == 0))
+        fwd, kv = _forward(adapter, x, prompt_len, canvas_end, tokens, config, generator, pipeline.cache, kv,
+                           cursor.window if partial else None)
+        stats = fwd.stats
         forward_seconds = time.perf_counter() - started
         base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
                 "is_eos_candidate": np.isin(stats["candidate"], stop_ids), "canvas_end": canvas_end,
@@ -193,16 +239,18 @@ def iter_decode(
             reason[commit] = reason_code("forced_top1")
         tokens[commit] = stats["candidate"][commit]
         extras.update(decision.extras)
-        halted, canvas_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)
+        halted, new_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)
+        if new_end != canvas_end:
+            canvas_end, kv = new_end, None  # a shorter sequence: the next pass refreshes the cache
         x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
         cursor.step_in_window += 1
         stop = _stop_reason(tokens == info.mask_token_id, halted, step == config.step_cap - 1)
         yield StepRecord(
             step=step, block_index=cursor.block_index, step_in_window=cursor.step_in_window - 1,
             window=cursor.window, tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
-            pass_kind="full", query_len=prompt_len + int(view.canvas_end or length),
+            pass_kind=fwd.pass_kind, query_len=fwd.query_len,
             forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started,
-            stop_reason=stop, **stats,
+            stop_reason=stop, cache_bytes=0 if kv is None else kv.nbytes(), **stats,
         )
         if halted:
             return

@@ -3,57 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 import torch
 from checkpoints import build_dream, build_llada, llada_state_dict
-from safetensors.torch import load_file
+from llada_reference import LladaReference
 
 from dllm_viz.models import ModelLoadError, load, resolve_device
 from dllm_viz.models.bidirectional import bidirectional_logits
-
-
-def llada_reference_logits(directory: Path, ids: torch.Tensor) -> torch.Tensor:
-    """LLaDA's architecture written out from its definition (RMSNorm, RoPE, SwiGLU, no mask).
-
-    Follows the LLaDA/OLMo block: x + attn_out(attn(attn_norm(x))), then
-    x + ff_out(silu(ff_proj(h)) * up_proj(h)) with h = ff_norm(x); rotary on the two halves
-    of each head (rotate_half); final ln_f and ff_out. Written independently of transformers.
-    """
-    cfg = json.loads((directory / "config.json").read_text())
-    w = {k.removeprefix("model."): v.double() for k, v in load_file(str(directory / "model.safetensors")).items()}
-    d, heads, eps = cfg["d_model"], cfg["n_heads"], cfg["rms_norm_eps"]
-    hd = d // heads
-
-    def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-    n = ids.shape[0]
-    inv = 1.0 / cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    freqs = torch.outer(torch.arange(n, dtype=torch.float64), inv)
-    cos, sin = torch.cat([freqs, freqs], -1).cos(), torch.cat([freqs, freqs], -1).sin()
-
-    def rope(t: torch.Tensor) -> torch.Tensor:  # t: heads, n, hd
-        half = torch.cat([-t[..., hd // 2 :], t[..., : hd // 2]], -1)
-        return t * cos + half * sin
-
-    x = w["transformer.wte.weight"][ids]
-    for i in range(cfg["n_layers"]):
-        p = f"transformer.blocks.{i}."
-        h = rms(x, w[p + "attn_norm.weight"])
-        q, k, v = (
-            (h @ w[p + name + ".weight"].T).view(n, heads, hd).transpose(0, 1)
-            for name in ("q_proj", "k_proj", "v_proj")
-        )
-        q, k = rope(q), rope(k)
-        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd), dim=-1)  # no causal mask
-        x = x + (att @ v).transpose(0, 1).reshape(n, d) @ w[p + "attn_out.weight"].T
-        h = rms(x, w[p + "ff_norm.weight"])
-        gate = torch.nn.functional.silu(h @ w[p + "ff_proj.weight"].T)
-        x = x + (gate * (h @ w[p + "up_proj.weight"].T)) @ w[p + "ff_out.weight"].T
-    return rms(x, w["transformer.ln_f.weight"]) @ w["transformer.ff_out.weight"].T
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +24,7 @@ def test_llada_checkpoint_matches_reference_architecture(llada_dir: Path) -> Non
     assert adapter.info.family == "llada"
     ids = torch.tensor([5, 9, 17, 33, 2, 2, 2, 40, 2, 11])
     ours = adapter.logits(ids).double()
-    ref = llada_reference_logits(llada_dir, ids)
+    ref, _ = LladaReference(llada_dir).forward(ids)
     assert ours.shape == ref.shape
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
 

@@ -25,7 +25,8 @@ from dllm_viz.policies import (
 
 ADAPTER = ToyAdapter()
 GEN_LENGTHS = (8, 16, 24, 48)
-COMBINATIONS = list(itertools.product(sorted(BLOCKS), [None, *sorted(EXTRAPOLATORS)], [None, *sorted(STOPS)]))
+COMBINATIONS = list(itertools.product(sorted(BLOCKS), [None, *sorted(EXTRAPOLATORS)], [None, *sorted(STOPS)],
+                                     ["none", "prefix", "dual"]))
 
 
 def check_invariants(trace, config: DecodeConfig) -> None:
@@ -49,8 +50,9 @@ def check_invariants(trace, config: DecodeConfig) -> None:
        temperature=st.sampled_from([0.0, 0.7]), prompt=st.lists(st.integers(3, 23), min_size=1, max_size=6))
 def test_every_composition_keeps_the_invariants(rule_name: str, gen_length: int, seed: int, temperature: float,
                                                 prompt: list[int]) -> None:
-    for block, extrapolate, stop in COMBINATIONS:
-        pipeline = Pipeline.from_names(rule_name, block, extrapolate, stop, block_length=8, init_block_length=8)
+    for block, extrapolate, stop, cache in COMBINATIONS:
+        pipeline = Pipeline.from_names(rule_name, block, extrapolate, stop, cache=cache, block_length=8,
+                                       init_block_length=8)
         config = DecodeConfig(gen_length=gen_length, temperature=temperature, seed=seed)
         trace = decode(ADAPTER, prompt, pipeline, config)
         check_invariants(trace, config)

@@ -17,6 +17,16 @@ VOCAB = 24
 MASK, EOS, NEWLINE = 0, 1, 2
 
 
+class ToyCache:
+    """Stand-in for a KV cache: remembers the canvas of the last full pass."""
+
+    def __init__(self, tokens: torch.Tensor) -> None:
+        self.tokens = tokens
+
+    def nbytes(self) -> int:
+        return int(self.tokens.numel() * self.tokens.element_size())
+
+
 class ToyAdapter(ModelAdapter):
     """ModelAdapter whose logits are a closed-form function of the current tokens."""
 
@@ -43,6 +53,17 @@ class ToyAdapter(ModelAdapter):
         out[pos, target] = strength
         out[:, MASK] = -30.0
         return out
+
+    def refresh(self, tokens: torch.Tensor):  # type: ignore[no-untyped-def]
+        """The toy has no keys/values: a 'cache' is just the tokens of the full pass."""
+        return self.logits(tokens), ToyCache(tokens.clone())
+
+    def cached_logits(self, tokens, cache, start, end, mode):  # type: ignore[no-untyped-def]
+        """Emulates a stale cache: the toy sees the refresh-time canvas outside the query span."""
+        mixed = cache.tokens.clone()
+        q1 = tokens.shape[0] if mode == "prefix" else end
+        mixed[start:q1] = tokens[start:q1]
+        return self.logits(mixed)[start:q1]
 
     def delimiter_ids(self, delimiters) -> list[int]:  # type: ignore[no-untyped-def]
         return [NEWLINE]

@@ -39,6 +39,10 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
                        help="look-ahead plug-in over the rule (Confidence Extrapolation); default none")
     group.add_argument("--stop", default=None, choices=sorted(STOPS),
                        help="end-of-text stop (cut the canvas after a confident EOS); default none")
+    group.add_argument("--cache", default="none", choices=["none", "prefix", "dual"],
+                       help="Fast-dLLM KV cache, refreshed at each block start (default: none)")
+    group.add_argument("--refresh-every", type=int, default=None,
+                       help="also refresh the KV cache every N steps inside a block")
     group.add_argument("--gen-length", type=int, default=128, help="generated positions (default: 128)")
     group.add_argument("--temperature", type=float, default=0.0, help="Gumbel sampling temperature (default: 0)")
     group.add_argument("--max-steps", type=int, default=None, help="hard cap on forward passes")
@@ -101,4 +105,5 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
 def pipeline(args: argparse.Namespace) -> Pipeline:
     """Pipeline from parsed arguments (policy fields left unset keep their defaults)."""
     options = {name: getattr(args, name, None) for name in policy_fields()}
-    return Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, **options)
+    return Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, cache=args.cache,
+                               refresh_every=args.refresh_every, **options)

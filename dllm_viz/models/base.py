@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from dllm_viz.models.bidirectional import full_attention_mask
+from dllm_viz.models.kv_cache import WindowKVCache
 
 
 class ModelLoadError(ValueError):
@@ -115,9 +116,64 @@ class ModelAdapter:
             dtype = next(self.model.parameters()).dtype
             mask = full_attention_mask(ids.shape[1], ids.shape[1], dtype=dtype, device=self.device)
             out = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits[0]
+        return self._shift(out)
+
+    @property
+    def supports_cache(self) -> bool:
+        """True when prefix/dual KV caching is available (native families, not remote code)."""
+        return not self.uses_remote_code and hasattr(self.model, "config")
+
+    def _run(self, ids: torch.Tensor, *, cache: WindowKVCache | None, position_start: int,
+             key_length: int) -> torch.Tensor:
+        """Forward `ids` (1-D) at absolute positions from `position_start`; raw (unshifted) logits."""
+        ids = ids.to(self.device).view(1, -1)
+        dtype = next(self.model.parameters()).dtype
+        mask = full_attention_mask(ids.shape[1], key_length, dtype=dtype, device=self.device)
+        positions = torch.arange(position_start, position_start + ids.shape[1], device=self.device).view(1, -1)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
+                         use_cache=False)
+        return out.logits[0]
+
+    @torch.inference_mode()
+    def refresh(self, tokens: torch.Tensor) -> tuple[torch.Tensor, WindowKVCache]:
+        """A full pass that also records every layer's keys/values for later partial passes.
+
+        Returns the same logits as `logits(tokens)` and the recorded cache.
+        """
+        if not self.supports_cache:
+            raise ValueError(f"KV caching needs a natively supported family, not {self.info.family!r}; "
+                             "use cache='none'")
+        cache = WindowKVCache(int(self.model.config.num_hidden_layers))
+        out = self._run(tokens, cache=cache, position_start=0, key_length=tokens.shape[0])
+        return self._shift(out), cache
+
+    @torch.inference_mode()
+    def cached_logits(self, tokens: torch.Tensor, cache: WindowKVCache, start: int, end: int,
+                      mode: Literal["prefix", "dual"]) -> torch.Tensor:
+        """Logits rows from `start` from a partial pass against `cache` (see models.kv_cache).
+
+        prefix mode queries every position from `start` to the end of `tokens` and returns
+        those rows; dual mode queries and returns only [start, end). With shifted logits
+        (Dream) the query span starts one position earlier so that row `start` gets its own
+        prediction (instead of Fast-dLLM's unconditional first token of each block).
+        """
+        shift = 1 if self.info.shift_logits and start > 0 else 0
+        q0 = start - shift
+        q1 = tokens.shape[0] if mode == "prefix" else end
+        cache.mode, cache.query_start, cache.query_end = mode, q0, q1
+        try:
+            keys = q1 if mode == "prefix" else cache.get_seq_length()
+            out = self._run(tokens[q0:q1], cache=cache, position_start=q0, key_length=keys)
+        finally:
+            cache.mode = "record"
+        if shift:
+            return out[: q1 - start]  # row j is the output at position start + j - 1
+        return self._shift(out)
+
+    def _shift(self, out: torch.Tensor) -> torch.Tensor:
         if self.info.shift_logits:
             # Dream keeps next-token prediction: position i is predicted by output i - 1.
-            out = torch.cat([out[:1], out[:-1]], dim=0)
+            return torch.cat([out[:1], out[:-1]], dim=0)
         return out
 
     def has_chat_template(self) -> bool:

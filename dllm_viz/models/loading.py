@@ -24,7 +24,8 @@ from dllm_viz.models.weights import load_renamed
 log = logging.getLogger(__name__)
 
 TINY_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+           "float64": torch.float64}
 
 
 def resolve_device(device: str) -> torch.device:

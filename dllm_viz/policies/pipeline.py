@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal
 
 from dllm_viz.policies.base import (
     BlockSizer,
@@ -35,12 +35,24 @@ class Pipeline:
         block: block sizer deciding where each window ends.
         extrapolate: optional look-ahead plug-in adding early commits (CE), or None.
         stop: optional end-of-text stop, or None.
+        cache: Fast-dLLM KV cache: "none" (full pass every step), "prefix" or "dual"; the
+            cache is refreshed by a full pass at each window start.
+        refresh_every: also refresh the cache every this many steps inside a window (None =
+            only at window starts).
     """
 
     rule: CommitRule = field(default_factory=ThresholdPolicy)
     block: BlockSizer = field(default_factory=FixedBlocks)
     extrapolate: Extrapolator | None = None
     stop: StopRule | None = None
+    cache: Literal["none", "prefix", "dual"] = "none"
+    refresh_every: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cache not in ("none", "prefix", "dual"):
+            raise ValueError(f"`cache` must be 'none', 'prefix' or 'dual', got {self.cache!r}")
+        if self.refresh_every is not None and (not isinstance(self.refresh_every, int) or self.refresh_every < 1):
+            raise ValueError(f"`refresh_every` must be a positive integer or None, got {self.refresh_every!r}")
 
     def validate(self, gen_length: int) -> None:
         """Raise ValueError if this pipeline cannot decode `gen_length` positions."""
@@ -63,23 +75,28 @@ class Pipeline:
     def label(self) -> str:
         """Short human-readable name, e.g. `fixed32+threshold0.9+kalman`."""
         parts = [getattr(self, name) for name, _, _ in _PARTS]
-        return "+".join(_short(c) for c in parts if c is not None)
+        label = "+".join(_short(c) for c in parts if c is not None)
+        if self.cache != "none":
+            label += f"+{self.cache}" + (f"(every {self.refresh_every})" if self.refresh_every else "")
+        return label
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description; `from_dict` inverts it."""
-        return {name: None if getattr(self, name) is None else component_to_dict(getattr(self, name))
-                for name, _, _ in _PARTS}
+        parts = {name: None if getattr(self, name) is None else component_to_dict(getattr(self, name))
+                 for name, _, _ in _PARTS}
+        return {**parts, "cache": self.cache, "refresh_every": self.refresh_every}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pipeline:
         """Rebuild a pipeline from `to_dict` output (unknown names raise ValueError)."""
         parts = {name: _component(registry, kind, data[name])
                  for name, registry, kind in _PARTS if data.get(name) is not None}
-        return cls(**parts)
+        return cls(**parts, cache=data.get("cache", "none"), refresh_every=data.get("refresh_every"))
 
     @classmethod
     def from_names(cls, rule: str, block: str = "fixed", extrapolate: str | None = None,
-                   stop: str | None = None, **options: Any) -> Pipeline:
+                   stop: str | None = None, *, cache: str = "none", refresh_every: int | None = None,
+                   **options: Any) -> Pipeline:
         """Build from registry names and a flat dict of field values (CLI, app widgets).
 
         Each option goes to whichever chosen component has a field of that name; None means
@@ -88,7 +105,7 @@ class Pipeline:
         names = {"block": block, "rule": rule, "extrapolate": extrapolate, "stop": stop}
         parts = {name: build_component(lookup(registry, kind, names[name]), options)
                  for name, registry, kind in _PARTS if names[name] is not None}
-        return cls(**parts)
+        return cls(**parts, cache=cache, refresh_every=refresh_every)  # type: ignore[arg-type]
 
 
 def _component(registry: dict[str, type], kind: str, data: Mapping[str, Any]) -> Any:
