@@ -15,18 +15,34 @@ from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.tasks import Problem, get_task, load_problems
+from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
 
 
 @dataclass(frozen=True, slots=True)
 class ProblemResult:
-    """The outcome of one problem."""
+    """The outcome of one problem under one pipeline.
+
+    Attributes:
+        problem_id: the problem.
+        task: its task name.
+        correct: the task's scorer accepted the completion.
+        nfe: forward passes.
+        seconds: wall time of the decode loop.
+        forward_seconds: part of it spent in forward passes (model + statistics).
+        tokens_per_second: Fast-dLLM throughput (committed non-EOS tokens / seconds).
+        completion: the answer text up to the first EOS.
+        complete: every position was committed.
+    """
 
     problem_id: str
+    task: str
     correct: bool
     nfe: int
     seconds: float
+    forward_seconds: float
+    tokens_per_second: float
     completion: str
     complete: bool
 
@@ -57,6 +73,25 @@ def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
     return problems if n is None else problems[:n]
 
 
+def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
+                config: DecodeConfig) -> tuple[ProblemResult, Trace]:
+    """Decode one problem and score it with its task's scorer."""
+    trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt)
+    completion = str(trace.meta["answer_text"])
+    result = ProblemResult(
+        problem_id=problem.problem_id,
+        task=problem.task,
+        correct=bool(get_task(problem.task).score(problem, completion)),
+        nfe=trace.nfe,
+        seconds=trace.wall_seconds,
+        forward_seconds=float(trace.forward_seconds.sum()),
+        tokens_per_second=trace.summary()["tokens_per_second"],
+        completion=completion,
+        complete=trace.is_complete,
+    )
+    return result, trace
+
+
 def evaluate(
     adapter: ModelAdapter,
     problems: Sequence[Problem],
@@ -76,16 +111,7 @@ def evaluate(
     """
     results = []
     for index, problem in enumerate(problems):
-        trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config)
-        completion = adapter.answer_text(trace.final_tokens.tolist())
-        result = ProblemResult(
-            problem_id=problem.problem_id,
-            correct=bool(get_task(problem.task).score(problem, completion)),
-            nfe=trace.nfe,
-            seconds=trace.wall_seconds,
-            completion=completion,
-            complete=trace.is_complete,
-        )
+        result, _ = run_problem(adapter, problem, pipeline, config)
         results.append(result)
         if on_result is not None:
             on_result(index, result)

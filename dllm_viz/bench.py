@@ -1,0 +1,125 @@
+"""Run several decoding configurations over the same prompts and compare them with the dense baseline.
+
+A configuration is named by the decode CLI's component names joined with '+' (`threshold`,
+`adablock+threshold`, `cora+kalman`, `threshold+dual`, `cora+adablock+kalman+eos+prefix`);
+`dense` is LLaDA's fixed_steps with one token per step, the baseline every ratio is against.
+All configurations run in one process, prompt by prompt (each prompt under every config before
+the next prompt), so timing drift affects them alike. Knows nothing about printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.evaluation import run_problem
+from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.pipeline import Pipeline
+from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
+from dllm_viz.tasks import Problem
+
+BASELINE = "dense"
+CACHE_MODES = ("none", "prefix", "dual")
+ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "seconds", "forward_seconds",
+               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "completion")
+
+
+def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:
+    """Pipeline named by '+'-joined component names; `options` are field values (None = default).
+
+    Raises:
+        ValueError: an unknown component, two of the same kind, or no commit rule.
+    """
+    options = dict(options or {})
+    chosen: dict[str, str] = {}
+    for part in name.split("+"):
+        part = part.strip()
+        kind = _kind_of(part)
+        if kind in chosen:
+            raise ValueError(f"configuration {name!r} names two {kind}s ({chosen[kind]!r} and {part!r})")
+        chosen[kind] = part
+    rule = chosen.get("rule")
+    if rule in (None, BASELINE):
+        if rule is None:
+            raise ValueError(f"configuration {name!r} has no commit rule; add one of {sorted(RULES)} or 'dense'")
+        rule, options["steps"] = "fixed_steps", None  # one token per step
+        options.setdefault("remasking", "low_confidence")
+    return Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
+                               cache=chosen.get("cache", "none"), **options)
+
+
+def _kind_of(part: str) -> str:
+    for kind, names in (("rule", (*RULES, BASELINE)), ("block", BLOCKS), ("extrapolate", EXTRAPOLATORS),
+                        ("stop", STOPS), ("cache", CACHE_MODES)):
+        if part in names:
+            return kind
+    known = sorted({*RULES, BASELINE, *BLOCKS, *EXTRAPOLATORS, *STOPS, *CACHE_MODES})
+    raise ValueError(f"unknown configuration component {part!r}; known: {known}")
+
+
+def run_bench(
+    adapter: ModelAdapter,
+    problems: Sequence[Problem],
+    configs: Mapping[str, Pipeline],
+    config: DecodeConfig,
+    *,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """One row per (configuration, problem).
+
+    Columns: see ROW_COLUMNS. `agrees_with_dense` compares the completion text with the
+    dense baseline's on the same prompt.
+
+    Raises:
+        ValueError: `configs` has no "dense" entry (every ratio is against it).
+    """
+    if BASELINE not in configs:
+        raise ValueError(f"configs must include the baseline {BASELINE!r}; got {sorted(configs)}")
+    rows: list[dict[str, Any]] = []
+    for problem in problems:
+        dense_text = None
+        for label in [BASELINE, *[k for k in configs if k != BASELINE]]:
+            result, _ = run_problem(adapter, problem, configs[label], config)
+            if label == BASELINE:
+                dense_text = result.completion
+            row = {
+                "config": label, "problem_id": result.problem_id, "task": result.task,
+                "correct": result.correct, "nfe": result.nfe, "seconds": result.seconds,
+                "forward_seconds": result.forward_seconds,
+                "policy_seconds": result.seconds - result.forward_seconds,
+                "tokens_per_second": result.tokens_per_second,
+                "agrees_with_dense": result.completion == dense_text, "complete": result.complete,
+                "completion": result.completion,
+            }
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: accuracy, mean NFE, speedups and agreement against the dense baseline.
+
+    Columns: accuracy, mean_nfe, nfe_speedup (dense NFE / NFE), wall_speedup (dense seconds /
+    seconds), tokens_per_second (total non-EOS tokens / total seconds), agreement (share of
+    prompts whose output equals dense's), overhead (policy time per forward time), n.
+    """
+    if rows.empty:
+        return pd.DataFrame()
+    grouped = rows.groupby("config", sort=False)
+    totals = grouped[["nfe", "seconds", "forward_seconds", "policy_seconds"]].sum()
+    tokens = (rows["tokens_per_second"] * rows["seconds"]).groupby(rows["config"], sort=False).sum()
+    dense = totals.loc[BASELINE]
+    return pd.DataFrame({
+        "accuracy": grouped["correct"].mean(),
+        "mean_nfe": grouped["nfe"].mean(),
+        "nfe_speedup": dense["nfe"] / totals["nfe"],
+        "wall_speedup": dense["seconds"] / totals["seconds"],
+        "tokens_per_second": tokens / totals["seconds"],
+        "agreement": grouped["agrees_with_dense"].mean(),
+        "overhead": totals["policy_seconds"] / totals["forward_seconds"],
+        "n": grouped.size(),
+    })

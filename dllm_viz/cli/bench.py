@@ -1,0 +1,71 @@
+"""`python -m dllm_viz bench`: compare configurations against the dense baseline in one run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, policy_fields
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `bench` subcommand."""
+    parser = subparsers.add_parser(
+        "bench", help="compare policies against the dense baseline on a prompt set",
+        description="Run every configuration over the same prompts in one process and print accuracy, NFE, "
+                    "speedups vs dense, tokens/s, agreement with dense and policy overhead.")
+    parser.add_argument("--tasks", default="arith", help="comma-separated tasks: arith,code (default: arith)")
+    parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
+    parser.add_argument("--policies", default="dense,threshold",
+                        help="comma-separated configurations, components joined by '+', e.g. "
+                             "dense,threshold,adablock+threshold,cora+kalman,threshold+dual")
+    parser.add_argument("--caches", default=None,
+                        help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
+                             "that names none; e.g. --caches none,dual")
+    parser.add_argument("--out", type=Path, default=None, help="write one CSV row per (configuration, problem)")
+    add_model_options(parser)
+    add_decode_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Benchmark and print the summary table; returns the exit status."""
+    from dllm_viz.bench import parse_config, run_bench, summarize_bench
+    from dllm_viz.evaluation import heldout_problems
+    from dllm_viz.models import load
+
+    if args.n < 1:
+        raise ValueError(f"`--n` must be >= 1, got {args.n}")
+    options = {name: getattr(args, name, None) for name in policy_fields()}
+    names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if "dense" not in names:
+        names.insert(0, "dense")  # the baseline every ratio is measured against
+    caches = [c.strip() for c in args.caches.split(",")] if args.caches else [None]
+    configs = {}
+    for name in names:
+        for cache in caches:
+            label = name if cache in (None, "none") or any(m in name.split("+") for m in ("prefix", "dual")) \
+                else f"{name}+{cache}"
+            configs[label] = parse_config(label, options)
+    config = decode_config(args)
+    for pipeline in configs.values():
+        pipeline.validate(config.gen_length)
+    problems = [p for task in args.tasks.split(",") for p in heldout_problems(task.strip(), args.n)]
+    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    total = len(problems) * len(configs)
+    done = 0
+
+    def progress(row: dict) -> None:
+        nonlocal done
+        done += 1
+        print(f"[{done}/{total}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
+              file=sys.stderr, flush=True)
+
+    rows = run_bench(adapter, problems, configs, config, on_row=progress)
+    if args.out is not None:
+        rows.to_csv(args.out, index=False)
+    summary = summarize_bench(rows)
+    print(f"model={args.model} tasks={args.tasks} n={args.n} gen_length={config.gen_length}")
+    print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    return 0

@@ -1,0 +1,67 @@
+"""The benchmark: configuration names, rows, and ratios against the dense baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, summarize_bench
+from dllm_viz.cli import main
+from dllm_viz.config import DecodeConfig
+from dllm_viz.policies import AdaBlock, CoraPolicy, FixedStepsPolicy, KalmanExtrapolation, ThresholdPolicy
+from dllm_viz.tasks import Problem
+
+PROBLEMS = [Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target=f"#### {i + 1}", gold=str(i + 1))
+            for i in range(3)]
+
+
+def test_parse_config_names_components() -> None:
+    dense = parse_config("dense")
+    assert dense.rule == FixedStepsPolicy() and dense.cache == "none"
+    p = parse_config("adablock+cora+kalman+eos+dual", {"delta_p": 0.9})
+    assert isinstance(p.block, AdaBlock) and p.rule == CoraPolicy(delta_p=0.9)
+    assert isinstance(p.extrapolate, KalmanExtrapolation) and p.stop is not None and p.cache == "dual"
+    assert parse_config("threshold+prefix", {"threshold": 0.7}).rule == ThresholdPolicy(0.7)
+    with pytest.raises(ValueError, match="unknown configuration component 'warp'"):
+        parse_config("threshold+warp")
+    with pytest.raises(ValueError, match="two rules"):
+        parse_config("threshold+cora")
+    with pytest.raises(ValueError, match="no commit rule"):
+        parse_config("adablock+dual")
+
+
+def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
+    configs = {"dense": parse_config("dense", {"block_length": 8}),
+               "threshold": parse_config("threshold", {"block_length": 8, "threshold": 0.05}),
+               "dense+dual": parse_config("dense+dual", {"block_length": 8})}
+    rows = run_bench(tiny_adapter, PROBLEMS, configs, DecodeConfig(gen_length=16))
+    assert list(rows.columns) == list(ROW_COLUMNS) and len(rows) == 9
+    assert set(rows["config"]) == {"dense", "threshold", "dense+dual"}
+    assert rows[rows["config"] == "dense"]["agrees_with_dense"].all()
+    summary = summarize_bench(rows)
+    with pytest.raises(ValueError, match="baseline"):
+        run_bench(tiny_adapter, PROBLEMS, {"threshold": configs["threshold"]}, DecodeConfig(gen_length=16))
+    assert summary.loc["dense", "agreement"] == 1.0
+    assert summary.loc["dense", "nfe_speedup"] == 1.0 and summary.loc["dense", "wall_speedup"] == 1.0
+    assert summary.loc["threshold", "mean_nfe"] <= 16
+    assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
+                                    "agreement", "overhead", "n"}
+
+
+def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import dllm_viz.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "heldout_problems", lambda task, n=None: PROBLEMS[:n])
+    out = tmp_path / "rows.csv"
+    status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--n", "2", "--policies",
+                   "dense,threshold", "--caches", "none,dual", "--gen-length", "16", "--block-length", "8",
+                   "--out", str(out)])
+    assert status == 0
+    table = capsys.readouterr().out
+    for label in ("dense", "dense+dual", "threshold", "threshold+dual", "wall_speedup"):
+        assert label in table
+    assert len(pd.read_csv(out)) == 8
