@@ -1,0 +1,143 @@
+"""Shared look and trace facts for every figure: colours, axis dicts, titles, token labels, masks.
+
+Knows the colour vocabulary (colour-blind-safe scales, the LLaDA demo's token-state colours,
+the Okabe-Ito palette for overlays) and how to read display facts out of a Trace. Knows nothing
+about any particular chart, and never mutates plotly's global templates.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dllm_viz.trace import Trace
+
+# Sequential scales, always passed explicitly so Streamlit's theme cannot swap them.
+CONFIDENCE_SCALE = "Viridis"
+STEP_SCALE = "Cividis"
+
+# Okabe-Ito: distinguishable under the common colour-vision deficiencies.
+OKABE_ITO: tuple[str, ...] = (
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
+)
+COMMIT_COLOR = "#D55E00"  # vermillion: visible on every Viridis colour
+BOUNDARY_COLOR = "#FFFFFF"
+BAND_EDGE_COLOR = "#E69F00"
+NO_DATA_COLOR = "#D9D9D9"  # committed / undefined cells
+
+# Token-state colours of the LLaDA Gradio demo (UX.md §1.1).
+MASKED_COLOR = "#444444"
+LOW_COLOR = "#FF6666"  # committed this step, confidence < 0.3
+MID_COLOR = "#FFAA33"  # committed this step, confidence < 0.7
+HIGH_COLOR = "#66CC66"  # committed this step, confidence >= 0.7
+EARLIER_COLOR = "#6699CC"  # committed at an earlier step
+DRAFT_TEXT_COLOR = "#A0A0A0"  # a masked position's current candidate, shown faintly
+LOW_CONFIDENCE, MID_CONFIDENCE = 0.3, 0.7
+
+_DISPLAY_ESCAPES = {"\n": "⏎", "\r": "␍", "\t": "⇥"}
+_GRID = "#EBF0F8"
+# A small explicit template (the look of plotly_white): figures look the same whatever
+# pio.templates.default is, and a short template is ~10x cheaper to attach than the full one.
+TEMPLATE = go.layout.Template(layout={
+    "font": {"color": "#2a3f5f"}, "paper_bgcolor": "#FFFFFF", "plot_bgcolor": "#FFFFFF",
+    "colorway": list(OKABE_ITO), "hoverlabel": {"align": "left"},
+    "xaxis": {"gridcolor": _GRID, "linecolor": _GRID, "zerolinecolor": _GRID, "automargin": True},
+    "yaxis": {"gridcolor": _GRID, "linecolor": _GRID, "zerolinecolor": _GRID, "automargin": True},
+})
+
+
+def display_text(text: str) -> str:
+    """Token text made visible on one line: newlines/tabs as symbols, blank as '␣' (not escaped)."""
+    for raw, shown in _DISPLAY_ESCAPES.items():
+        text = text.replace(raw, shown)
+    return text if text.strip() else text.replace(" ", "␣") or "∅"
+
+
+def plotly_text(text: str) -> str:
+    """Text made literal for plotly's pseudo-HTML (labels, hover, annotations): & < > escaped.
+
+    Quotes are left alone: plotly decodes &amp; &lt; &gt; but not &quot;.
+    """
+    return html.escape(text, quote=False)
+
+
+def token_texts(trace: Trace, ids: np.ndarray) -> list[str]:
+    """Display text of each token id in `ids` (1-D), not escaped."""
+    return [display_text(trace.token_text(int(t))) for t in np.asarray(ids).ravel()]
+
+
+def position_labels(trace: Trace) -> list[str]:
+    """One axis label per generated position: `index:final token` (⏎ for newlines, escaped for plotly)."""
+    return [f"{i}:{plotly_text(t)}" for i, t in enumerate(token_texts(trace, trace.final_tokens))]
+
+
+def trace_label(trace: Trace) -> str:
+    """Name of a trace for titles and legends: meta['label'] (else 'trace'), one line, escaped."""
+    return plotly_text(display_text(str(trace.meta.get("label") or "trace")))
+
+
+def mask_token_id(trace: Trace) -> int:
+    """The mask token id: meta['model']['mask_token_id'], else the initial canvas's token."""
+    model = trace.meta.get("model") or {}
+    if "mask_token_id" in model:
+        return int(model["mask_token_id"])
+    return int(trace.tokens[0, 0]) if trace.gen_length else -1
+
+
+def stop_token_ids(trace: Trace) -> np.ndarray:
+    """EOS/EoT ids recorded in meta['model']['stop_token_ids'] (empty if unknown)."""
+    model = trace.meta.get("model") or {}
+    return np.asarray(model.get("stop_token_ids", []), dtype=np.int64)
+
+
+def masked_before(trace: Trace) -> np.ndarray:
+    """[S, L] True where the position was still masked when step s began."""
+    return np.asarray(trace.tokens[:-1] == mask_token_id(trace), dtype=bool)
+
+
+def reason_names(trace: Trace) -> tuple[str, ...]:
+    """Commit-reason names for the trace's int8 codes (meta['reason_names'], else the current list)."""
+    names = trace.meta.get("reason_names")
+    if names:
+        return tuple(str(n) for n in names)
+    from dllm_viz.policies.base import COMMIT_REASONS  # numpy-only module; imported lazily
+
+    return COMMIT_REASONS
+
+
+def axis(title: str, **options: Any) -> dict[str, Any]:
+    """An axis dict with a title and any extra plotly axis options."""
+    return {"title": {"text": title}, **options}
+
+
+def finish_layout(fig: go.Figure, *, title: str, height: int | None = None, **options: Any) -> go.Figure:
+    """Apply the shared margins, title, legend placement and white template; returns `fig`."""
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        template=TEMPLATE,
+        margin={"l": 60, "r": 20, "t": 60, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+        height=height,
+        **options,
+    )
+    return fig
+
+
+def nanstat(values: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
+    """Row-wise mean/min/max of `values` where `mask`, NaN for rows with nothing selected.
+
+    Avoids numpy's all-NaN RuntimeWarnings; `how` is 'mean', 'min' or 'max'.
+    """
+    keep = mask & np.isfinite(values)
+    count = keep.sum(axis=1)
+    if how == "mean":
+        total = np.where(keep, values, 0.0).sum(axis=1)
+        out = total / np.maximum(count, 1)
+    else:
+        fill = np.inf if how == "min" else -np.inf
+        picked = np.where(keep, values, fill)
+        out = picked.min(axis=1, initial=np.inf) if how == "min" else picked.max(axis=1, initial=-np.inf)
+    return np.where(count > 0, out, np.nan).astype(np.float64)

@@ -1,0 +1,197 @@
+"""Figures over several decodes: shared-axis step series, NFE bars, NFE-vs-accuracy Pareto.
+
+Runs with different step counts are put on one axis by resampling each per-step series onto
+decode progress in [0, 1] (step s of S sits at (s + 1) / S), as diffusers PR #14164 does for
+its side-by-side animations. Knows nothing about how the traces or sweep results were made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, trace_label
+from dllm_viz.figures.summary import SERIES_NAMES, step_series
+from dllm_viz.trace import Trace
+
+SweepRecord = tuple[str, float, float]  # (label, nfe, accuracy)
+
+
+def unique_labels(traces: Sequence[Trace]) -> list[str]:
+    """meta['label'] of each trace, repeated labels numbered ('#2', '#3', ...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for trace in traces:
+        label = trace_label(trace)
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def resample_progress(values: np.ndarray, num_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Resample a per-step series onto `num_points` evenly spaced progress values in [0, 1].
+
+    Step s of S is at progress (s + 1) / S; before the first step the first value holds.
+
+    Returns:
+        (progress grid, resampled values); both empty for an empty series.
+    """
+    if num_points < 2:
+        raise ValueError(f"`num_points` must be >= 2, got {num_points}")
+    if values.size == 0:
+        return np.zeros(0), np.zeros(0)
+    grid = np.linspace(0.0, 1.0, num_points)
+    return grid, np.interp(grid, np.arange(1, values.size + 1) / values.size, values)
+
+
+def _check_traces(traces: Sequence[Trace]) -> None:
+    if not traces:
+        raise ValueError("pass at least one trace to compare")
+    lengths = sorted({t.gen_length for t in traces})
+    if len(lengths) > 1:
+        raise ValueError(f"traces to compare must share gen_length, got {lengths}; decode them with the "
+                         "same gen_length")
+
+
+def step_series_lines(traces: Sequence[Trace], *, series: str = "committed_fraction",
+                      x: Literal["progress", "step"] = "progress", num_points: int = 101,
+                      title: str | None = None) -> go.Figure:
+    """One line per trace of a per-step series, on one shared axis.
+
+    Args:
+        traces: the decodes to compare (same gen_length).
+        series: a key of `summary.step_series` (SERIES_NAMES).
+        x: 'progress' resamples every trace onto `num_points` values of progress in [0, 1];
+            'step' plots raw step indices (runs end at their own NFE).
+        num_points: resampling resolution for x='progress'.
+        title: figure title; the default names the series.
+
+    Returns:
+        One scatter line per trace, legend labels from meta['label'].
+
+    Raises:
+        ValueError: no traces, different gen_lengths, or an unknown `series` / `x`.
+    """
+    _check_traces(traces)
+    if series not in SERIES_NAMES or x not in ("progress", "step"):
+        raise ValueError(f"`series` must be one of {SERIES_NAMES} and `x` 'progress' or 'step', "
+                         f"got {series!r}, {x!r}")
+    fig = go.Figure()
+    for i, (trace, label) in enumerate(zip(traces, unique_labels(traces), strict=True)):
+        values = step_series(trace)[series]
+        if x == "progress":
+            xs, ys = resample_progress(values, num_points)
+        else:
+            xs, ys = np.arange(values.size), values
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (NFE {trace.nfe})",
+                                 line={"color": OKABE_ITO[i % len(OKABE_ITO)], "width": 2},
+                                 hovertemplate=f"{label}<br>{x} %{{x:.2f}}<br>{series} %{{y:.3f}}"
+                                               "<extra></extra>"))
+    x_title = "decode progress (step / NFE)" if x == "progress" else "step"
+    fig.update_layout(xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")))
+    return finish_layout(fig, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
+                         hovermode="x unified")
+
+
+def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
+    """NFE of each trace as one bar chart; hover adds wall time and tokens per step.
+
+    Args:
+        traces: the decodes to compare (any gen_lengths).
+        title: figure title.
+
+    Returns:
+        One go.Bar with a bar per trace, labelled from meta['label'].
+
+    Raises:
+        ValueError: no traces.
+    """
+    if not traces:
+        raise ValueError("pass at least one trace to compare")
+    summaries = [t.summary() for t in traces]
+    fig = go.Figure(go.Bar(
+        x=unique_labels(traces), y=[t.nfe for t in traces], text=[t.nfe for t in traces], name="NFE",
+        marker={"color": [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(traces))]},
+        customdata=[[s["seconds"], s["tokens_per_step"]] for s in summaries],
+        hovertemplate="%{x}<br>NFE %{y}<br>%{customdata[0]:.2f} s, %{customdata[1]:.2f} tokens/step"
+                      "<extra></extra>",
+    ))
+    fig.update_layout(xaxis=axis("policy"), yaxis=axis("NFE (forward passes)"))
+    return finish_layout(fig, title=title or "Forward passes per policy")
+
+
+def pareto_front(points: Any) -> np.ndarray:
+    """Indices of the NFE-vs-accuracy Pareto front (fewer NFE and higher accuracy are better).
+
+    A point is on the front when no other point has NFE <= and accuracy >= with at least one
+    strict; identical points are all kept. Points with a NaN are never on it.
+
+    Args:
+        points: [N, 2] array-like of (nfe, accuracy).
+
+    Returns:
+        Indices into `points`, sorted by NFE ascending (then accuracy descending).
+
+    Raises:
+        ValueError: `points` is not N x 2.
+    """
+    arr = np.asarray(points, dtype=np.float64)
+    if arr.size == 0:
+        arr = arr.reshape(0, 2)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"`points` must be N x 2 (nfe, accuracy), got shape {arr.shape}")
+    ok = np.asarray(np.isfinite(arr).all(axis=1), dtype=bool)
+    nfe, acc = arr[:, 0], arr[:, 1]
+    no_worse = (nfe[None, :] <= nfe[:, None]) & (acc[None, :] >= acc[:, None]) & ok[None, :]
+    better = (nfe[None, :] < nfe[:, None]) | (acc[None, :] > acc[:, None])
+    front = np.flatnonzero(ok & ~(no_worse & better).any(axis=1))
+    return front[np.lexsort((-acc[front], nfe[front]))]
+
+
+def sweep_records(records: Any) -> tuple[list[str], np.ndarray]:
+    """(labels, [N, 2] nfe/accuracy) from (label, nfe, accuracy) tuples or a DataFrame."""
+    if hasattr(records, "columns"):
+        missing = [c for c in ("label", "nfe", "accuracy") if c not in records.columns]
+        if missing:
+            raise ValueError(f"the sweep DataFrame lacks columns {missing}; it needs label, nfe, accuracy")
+        rows = list(zip(records["label"], records["nfe"], records["accuracy"], strict=True))
+    else:
+        rows = [tuple(r) for r in records]
+    if any(len(r) != 3 for r in rows):
+        raise ValueError("each sweep record must be (label, nfe, accuracy)")
+    return [str(r[0]) for r in rows], np.array([[r[1], r[2]] for r in rows], dtype=np.float64).reshape(-1, 2)
+
+
+def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | None = None,
+                         show_labels: bool = True) -> go.Figure:
+    """Sweep results as NFE against accuracy, with the Pareto front drawn as a staircase.
+
+    Args:
+        records: (label, nfe, accuracy) tuples, or a pandas DataFrame with those columns.
+        title: figure title.
+        show_labels: write each point's label next to it.
+
+    Returns:
+        Two traces: all points (markers) and the Pareto front (one line through its points).
+
+    Raises:
+        ValueError: a record is not (label, nfe, accuracy) or the DataFrame lacks a column.
+    """
+    labels, arr = sweep_records(records)
+    front = pareto_front(arr)
+    fig = go.Figure(go.Scatter(
+        x=arr[:, 0], y=arr[:, 1], text=labels, mode="markers+text" if show_labels else "markers",
+        textposition="top center", name="run", marker={"color": OKABE_ITO[0], "size": 9},
+        hovertemplate="%{text}<br>NFE %{x:.1f}<br>accuracy %{y:.3f}<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=arr[front, 0], y=arr[front, 1], text=[labels[i] for i in front], mode="lines+markers",
+        line={"shape": "hv", "color": OKABE_ITO[3], "width": 2}, name="Pareto front",
+        marker={"symbol": "circle-open", "size": 14, "color": OKABE_ITO[3]},
+        hovertemplate="Pareto: %{text}<br>NFE %{x:.1f}<br>accuracy %{y:.3f}<extra></extra>",
+    ))
+    fig.update_layout(xaxis=axis("NFE (fewer is better)"), yaxis=axis("accuracy"))
+    return finish_layout(fig, title=title or f"NFE vs accuracy: {front.size} of {len(labels)} on the front")

@@ -1,0 +1,96 @@
+"""Overlays on a positions x steps heatmap, each ONE plotly trace however many events it shows.
+
+Commit events are one marker scatter; block boundaries and volatility-band edges are one
+`go.Bar` each: thin vertical bars placed with per-bar `offset`, because the position axis is
+categorical (one token label per column) and plotly maps a scatter's numeric x on a category
+axis to new categories, so only bar offsets can sit on the edge *between* two columns. Runs of
+steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dllm_viz.figures._grid import StepGrid
+from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR
+from dllm_viz.figures._pooling import bin_starts
+from dllm_viz.trace import Trace
+
+EDGE_WIDTH = 0.1  # bar width in column widths; the outline keeps it >= 1 px when columns are thin
+BAND = 1  # volatility_region code of the band (0 plateau, 1 band, 2 floor)
+
+Edge = tuple[int, int, int]  # (position edge, first step, last step)
+
+
+def commit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
+    """One marker per pooled cell that holds a commit (max-pool of `trace.committed`)."""
+    rows, cols = np.nonzero(grid.pool(trace.committed, "any"))
+    return go.Scatter(
+        x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name="commit",
+        marker={"symbol": "square-open", "color": COMMIT_COLOR, "size": 7, "line": {"width": 2}},
+        hovertemplate="commit at position %{x}<br>step %{y}<extra></extra>",
+    )
+
+
+Span = tuple[int, int]  # [start, end) in positions
+
+
+def merge_runs(keys: list[Span], steps: list[Span]) -> list[tuple[Span, int, int]]:
+    """Merge consecutive (key, step range) items with equal keys into (key, first, last)."""
+    merged: list[tuple[Span, int, int]] = []
+    for key, (lo, hi) in zip(keys, steps, strict=True):
+        if merged and merged[-1][0] == key and merged[-1][2] == lo - 1:
+            merged[-1] = (key, merged[-1][1], hi)
+        else:
+            merged.append((key, lo, hi))
+    return merged
+
+
+def window_edges(trace: Trace) -> list[Edge]:
+    """Left and right edge of every window, merged over consecutive steps with the same window."""
+    keys = [(int(a), int(b)) for a, b in trace.window]
+    runs = merge_runs(keys, [(s, s) for s in range(trace.num_steps)])
+    return [(edge, lo, hi) for (a, b), lo, hi in runs for edge in (a, b)]
+
+
+def band_edges(region: np.ndarray, grid: StepGrid) -> list[Edge]:
+    """Outer edges of the volatility band per pooled row, merged over equal consecutive rows."""
+    band = grid.pool(np.isclose(np.nan_to_num(region, nan=-1.0), BAND), "any")
+    starts = bin_starts(grid.num_steps, grid.row_factor)
+    keys: list[Span] = []
+    steps: list[tuple[int, int]] = []
+    for row, start in enumerate(starts):
+        cols = np.flatnonzero(band[row])
+        if cols.size == 0:
+            continue
+        left = int(cols[0]) * grid.col_factor
+        right = min((int(cols[-1]) + 1) * grid.col_factor, grid.gen_length)
+        keys.append((left, right))
+        steps.append((int(start), int(min(start + grid.row_factor, grid.num_steps) - 1)))
+    return [(edge, lo, hi) for (a, b), lo, hi in merge_runs(keys, steps) for edge in (a, b)]
+
+
+def edge_bars(grid: StepGrid, edges: list[Edge], *, name: str, color: str, outline: str) -> go.Bar:
+    """One go.Bar drawing each (edge, first step, last step) as a thin vertical bar."""
+    placed = [grid.edge_offset(edge) for edge, _, _ in edges]
+    return go.Bar(
+        x=[grid.labels[col] for col, _ in placed] if grid.labels else [],
+        y=[hi - lo + 1 for _, lo, hi in edges], base=[lo - 0.5 for _, lo, _ in edges],
+        offset=[off - EDGE_WIDTH / 2 for _, off in placed], width=[EDGE_WIDTH] * len(edges),
+        customdata=[[edge, lo, hi] for edge, lo, hi in edges], name=name, orientation="v",
+        marker={"color": color, "line": {"color": outline, "width": 1}},
+        hovertemplate=f"{name}: edge before position %{{customdata[0]}}<br>"
+                      "steps %{customdata[1]}-%{customdata[2]}<extra></extra>",
+    )
+
+
+def block_boundaries(trace: Trace, grid: StepGrid) -> go.Bar:
+    """The window [start, end) of every step as one bar trace of edges."""
+    return edge_bars(grid, window_edges(trace), name="block boundary", color="#000000", outline="#FFFFFF")
+
+
+def volatility_band_edges(region: np.ndarray, grid: StepGrid) -> go.Bar:
+    """The outer edges of the volatility band at every step as one bar trace."""
+    return edge_bars(grid, band_edges(region, grid), name="volatility band edge", color=BAND_EDGE_COLOR,
+                     outline="#000000")

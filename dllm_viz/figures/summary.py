@@ -1,0 +1,98 @@
+"""Per-step summary of one trace: what each forward pass achieved and what it cost.
+
+`step_series` computes the 1-D series (pure numpy, also used by compare.py); the strip draws
+them as stacked panels on one shared step axis with a unified hover, small enough to redraw
+on every rerun with a playhead (the big heatmap stays byte-identical; UX.md §4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, masked_before, nanstat, trace_label
+from dllm_viz.trace import Trace
+
+SERIES_NAMES: tuple[str, ...] = (
+    "committed", "masked_remaining", "committed_fraction", "mean_confidence", "min_confidence",
+    "cumulative_nfe", "cumulative_cost",
+)
+
+
+def window_mask(trace: Trace) -> np.ndarray:
+    """[S, L] True where the position lies inside that step's window."""
+    positions = np.arange(trace.gen_length)[None, :]
+    return (positions >= trace.window[:, :1]) & (positions < trace.window[:, 1:])
+
+
+def step_series(trace: Trace) -> dict[str, np.ndarray]:
+    """Per-step series of a trace, each of length S.
+
+    Returns:
+        committed: positions committed at the step.
+        masked_remaining: positions still masked after the step.
+        committed_fraction: fraction of gen_length committed after the step.
+        mean_confidence / min_confidence: over the masked positions of the step's window as the
+            step began (NaN when none).
+        cumulative_nfe: forward passes so far (step + 1).
+        cumulative_cost: query positions processed so far over one full pass (prompt +
+            gen_length), so cached partial passes count for less than 1.
+    """
+    committed = trace.tokens_per_step.astype(np.float64)
+    remaining = trace.gen_length - np.cumsum(committed)
+    open_ = masked_before(trace) & window_mask(trace)
+    full_pass = max(trace.prompt_ids.size + trace.gen_length, 1)
+    return {
+        "committed": committed,
+        "masked_remaining": remaining,
+        "committed_fraction": 1.0 - remaining / max(trace.gen_length, 1),
+        "mean_confidence": nanstat(trace.confidence, open_, "mean"),
+        "min_confidence": nanstat(trace.confidence, open_, "min"),
+        "cumulative_nfe": np.arange(1, trace.num_steps + 1, dtype=np.float64),
+        "cumulative_cost": np.cumsum(trace.query_len.astype(np.float64)) / full_pass,
+    }
+
+
+def _line(steps: np.ndarray, y: np.ndarray, name: str, color: str, fmt: str, **extra: object) -> go.Scatter:
+    return go.Scatter(x=steps, y=y, mode="lines+markers", name=name, line={"color": color, "width": 1.5},
+                      marker={"size": 4}, hovertemplate=f"{name} %{{y:{fmt}}}<extra></extra>", **extra)
+
+
+def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 520) -> go.Figure:
+    """Tokens committed per step, masked remaining, window confidence and cumulative NFE.
+
+    Args:
+        trace: the decode to draw.
+        title: figure title; the default names the trace, NFE and tokens per step.
+        height: figure height in pixels.
+
+    Returns:
+        Four stacked panels sharing the step axis (hovermode 'x unified'): a bar of commits per
+        step; masked remaining; mean and minimum confidence in the window; cumulative NFE and
+        cumulative cost in full-pass equivalents.
+    """
+    series = step_series(trace)
+    steps = np.arange(trace.num_steps)
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05,
+                        row_heights=[0.3, 0.2, 0.3, 0.2])
+    fig.add_trace(go.Bar(x=steps, y=series["committed"], name="committed this step",
+                         marker={"color": OKABE_ITO[0]}, hovertemplate="committed %{y}<extra></extra>"),
+                  row=1, col=1)
+    fig.add_trace(_line(steps, series["masked_remaining"], "masked remaining", OKABE_ITO[7], ".0f"),
+                  row=2, col=1)
+    fig.add_trace(_line(steps, series["mean_confidence"], "mean confidence in window", OKABE_ITO[2], ".3f"),
+                  row=3, col=1)
+    fig.add_trace(_line(steps, series["min_confidence"], "min confidence in window", OKABE_ITO[3], ".3f"),
+                  row=3, col=1)
+    fig.add_trace(_line(steps, series["cumulative_nfe"], "cumulative NFE", OKABE_ITO[4], ".0f"), row=4, col=1)
+    fig.add_trace(_line(steps, series["cumulative_cost"], "cumulative cost (full passes)", OKABE_ITO[1],
+                        ".2f",
+                        visible="legendonly"), row=4, col=1)
+    for row, name in enumerate(("commits", "masked", "confidence", "NFE"), start=1):
+        fig.update_yaxes(axis(name), row=row, col=1)
+    fig.update_yaxes(range=[0, 1.02], row=3, col=1)
+    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]), row=4, col=1)
+    tps = trace.summary()["tokens_per_step"]
+    default = f"Per-step summary: {trace_label(trace)}, NFE {trace.nfe}, {tps:.2f} tokens/step"
+    return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1)

@@ -1,0 +1,252 @@
+"""Token-level views of a trace: the canvas at one step (token strip) and the commit-order map.
+
+Positions are laid out as text, wrapped `tokens_per_row` to a row, as a heatmap of cell
+colours plus one text scatter (plotly heatmaps cannot colour text per cell). Colours follow
+the LLaDA demo: masked dark grey (its draft candidate written faintly), committed this step
+red / orange / green by confidence, committed earlier blue. `token_strip_html` gives the same
+strip as escaped HTML for `st.html`. Knows nothing about policies.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dllm_viz.figures._layout import (
+    DRAFT_TEXT_COLOR,
+    EARLIER_COLOR,
+    HIGH_COLOR,
+    LOW_COLOR,
+    LOW_CONFIDENCE,
+    MASKED_COLOR,
+    MID_COLOR,
+    MID_CONFIDENCE,
+    NO_DATA_COLOR,
+    STEP_SCALE,
+    axis,
+    finish_layout,
+    mask_token_id,
+    plotly_text,
+    reason_names,
+    token_texts,
+    trace_label,
+)
+from dllm_viz.trace import Trace
+
+STATE_NAMES: tuple[str, ...] = ("masked", "new, confidence < 0.3", "new, confidence < 0.7",
+                                "new, confidence >= 0.7", "committed earlier")
+STATE_COLORS: tuple[str, ...] = (MASKED_COLOR, LOW_COLOR, MID_COLOR, HIGH_COLOR, EARLIER_COLOR)
+MASKED, EARLIER = 0, 4
+_CELL_CHARS = 8
+
+
+@dataclass(frozen=True)
+class TokenStates:
+    """The canvas after one step, per position.
+
+    Attributes:
+        state: index into STATE_NAMES / STATE_COLORS.
+        text: display text: the token if committed, the draft candidate if masked.
+        confidence: the model's confidence in that text at this step (NaN before step 0).
+        is_draft: True where the text is a masked position's current candidate.
+    """
+
+    state: np.ndarray
+    text: list[str]
+    confidence: np.ndarray
+    is_draft: np.ndarray
+
+
+def resolve_step(trace: Trace, step: int | None) -> int:
+    """`step` checked against the trace; None = the last step (-1 for a zero-step trace)."""
+    if step is None:
+        return trace.num_steps - 1
+    if not 0 <= step < max(trace.num_steps, 1) or (trace.num_steps == 0 and step != 0):
+        raise ValueError(f"`step` must be in [0, {max(trace.num_steps - 1, 0)}] for this trace, got {step}; "
+                         "pass None for the last step")
+    return min(step, trace.num_steps - 1)
+
+
+def token_states(trace: Trace, step: int | None = None) -> TokenStates:
+    """State, text and confidence of every position after `step` (None = last; see resolve_step)."""
+    s = resolve_step(trace, step)
+    mask = mask_token_id(trace)
+    if s < 0:
+        before = after = trace.tokens[0]
+        shown, conf, now = after, np.full(trace.gen_length, np.nan), np.zeros(trace.gen_length, bool)
+    else:
+        before, after = trace.tokens[s], trace.tokens[s + 1]
+        now, conf = trace.committed[s], trace.confidence[s]
+        shown = np.where(after == mask, trace.candidate[s], after)
+    state = np.select([now & (conf < LOW_CONFIDENCE), now & (conf < MID_CONFIDENCE), now, before != mask],
+                      [1, 2, 3, EARLIER], default=MASKED).astype(np.int8)
+    is_draft = (after == mask) & (s >= 0)
+    return TokenStates(state=state, text=token_texts(trace, shown), confidence=conf.astype(np.float64),
+                       is_draft=is_draft)
+
+
+def wrap(values: np.ndarray, width: int, fill: float = np.nan) -> np.ndarray:
+    """Lay a 1-D array out row-major in rows of `width`, padding the last row with `fill`."""
+    rows = max(1, -(-values.size // width))
+    out = np.full(rows * width, fill, dtype=np.float64)
+    out[: values.size] = values
+    return out.reshape(rows, width)
+
+
+def _cell(text: str) -> str:
+    return text if len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "…"
+
+
+def grid_traces(z: np.ndarray, texts: list[str], text_colors: list[str], *, width: int,
+                hover: list[str] | None = None, **heatmap: object) -> list[go.Heatmap | go.Scatter]:
+    """A wrapped grid as [heatmap of cell colours, text scatter]; positions run row-major.
+
+    With `hover`, the heatmap shows it per cell; otherwise the heatmap has no hover.
+    """
+    grid = wrap(z.astype(np.float64), width)
+    hover_options: dict[str, object] = {"hoverinfo": "skip"}
+    if hover is not None:
+        cells = np.full(grid.size, "", dtype=object)
+        cells[: len(hover)] = hover
+        hover_options = {"text": cells.reshape(grid.shape).tolist(),
+                         "hovertemplate": "%{text}<extra></extra>"}
+    positions = np.arange(len(texts))
+    return [
+        go.Heatmap(z=grid, xgap=1, ygap=1, **hover_options, **heatmap),
+        go.Scatter(x=positions % width, y=positions // width, mode="text", name="tokens",
+                   text=[plotly_text(_cell(t)) for t in texts], textfont={"color": text_colors, "size": 11},
+                   hoverinfo="skip", showlegend=False),
+    ]
+
+
+def grid_width(size: int, tokens_per_row: int) -> int:
+    """Columns of the wrapped grid: `tokens_per_row`, or fewer for a short canvas."""
+    if tokens_per_row < 1:
+        raise ValueError(f"`tokens_per_row` must be >= 1, got {tokens_per_row}")
+    return max(1, min(tokens_per_row, size))
+
+
+def grid_layout(fig: go.Figure) -> go.Figure:
+    """Hidden column axis, reversed row axis, white background; returns `fig`."""
+    fig.update_layout(xaxis=axis("", showticklabels=False, showgrid=False, zeroline=False),
+                      yaxis=axis("row", autorange="reversed", showgrid=False, zeroline=False, dtick=1),
+                      plot_bgcolor="#FFFFFF")
+    return fig
+
+
+def grid_height(size: int, width: int) -> int:
+    """Figure height that gives each wrapped row about 26 px."""
+    return 110 + 26 * max(1, -(-size // width))
+
+
+def text_color(state: int, is_draft: bool) -> str:
+    """Faint text for drafts, white on masked cells, near-black on coloured cells."""
+    return DRAFT_TEXT_COLOR if is_draft else ("#FFFFFF" if state == MASKED else "#111111")
+
+
+def state_text_colors(states: TokenStates) -> list[str]:
+    """`text_color` of every position."""
+    return [text_color(int(k), bool(d)) for k, d in zip(states.state, states.is_draft, strict=True)]
+
+
+def state_colorscale() -> list[list[object]]:
+    """Discrete scale for state codes 0..4 (use zmin=-0.5, zmax=4.5)."""
+    return [[f, c] for i, c in enumerate(STATE_COLORS) for f in (i / 5, (i + 1) / 5)]
+
+
+def state_legend() -> str:
+    """The five token-state colours as a one-line plotly rich-text legend."""
+    pairs = zip(STATE_COLORS, STATE_NAMES, strict=True)
+    return "  ".join(f"<span style='color:{c}'>■</span> {plotly_text(n)}" for c, n in pairs)
+
+
+def token_strip(trace: Trace, step: int | None = None, *, tokens_per_row: int = 32,
+                title: str | None = None) -> go.Figure:
+    """The canvas after `step`, coloured by token state as in the LLaDA demo.
+
+    Args:
+        trace: the decode to draw.
+        step: step index in [0, S-1]; None = the last step (the initial canvas if S = 0).
+        tokens_per_row: positions per row before wrapping.
+        title: figure title; the default names the step and carries the colour legend.
+
+    Returns:
+        A figure with a heatmap of state codes (0..4, STATE_NAMES) and a text scatter.
+    """
+    s = resolve_step(trace, step)
+    states = token_states(trace, step)
+    hover = [f"position {p}: {plotly_text(t)}<br>{plotly_text(STATE_NAMES[k])}{' (draft)' if d else ''}"
+             f"<br>confidence {c:.3f}" for p, (t, k, d, c) in
+             enumerate(zip(states.text, states.state, states.is_draft, states.confidence, strict=True))]
+    width = grid_width(trace.gen_length, tokens_per_row)
+    fig = grid_layout(go.Figure(grid_traces(states.state, states.text, state_text_colors(states), width=width,
+                                            hover=hover, zmin=-0.5, zmax=4.5, colorscale=state_colorscale(),
+                                            showscale=False, name="token state")))
+    where = "initial canvas" if s < 0 else f"after step {s} of {trace.num_steps}"
+    default = f"Tokens {where}: {trace_label(trace)}<br><sup>{state_legend()}</sup>"
+    return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
+
+
+def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str | None = None) -> go.Figure:
+    """The final text, each token coloured by the step at which it was committed (Cividis).
+
+    Args:
+        trace: the decode to draw.
+        tokens_per_row: positions per row before wrapping.
+        title: figure title; the default names the trace and NFE.
+
+    Returns:
+        A figure with a heatmap of commit steps (NaN = never committed) and a text scatter.
+    """
+    steps = trace.commit_step.astype(np.float64)
+    steps[steps < 0] = np.nan
+    names = reason_names(trace)
+    reasons = [names[r] if 0 <= r < len(names) else "never committed" for r in trace.commit_reason]
+    texts = token_texts(trace, trace.final_tokens)
+    hover = [f"position {p}: {plotly_text(t)}<br>committed at step {int(c) if np.isfinite(c) else '-'}"
+             f"<br>reason {r}"
+             for p, (t, c, r) in enumerate(zip(texts, steps, reasons, strict=True))]
+    top = max(trace.num_steps - 1, 1)
+    colors = ["#111111" if np.isnan(c) or c / top > 0.55 else "#FFFFFF" for c in steps]
+    width = grid_width(trace.gen_length, tokens_per_row)
+    fig = grid_layout(go.Figure(grid_traces(steps, texts, colors, width=width, hover=hover, zmin=0, zmax=top,
+                                            colorscale=STEP_SCALE, name="commit step",
+                                            colorbar={"title": {"text": "commit step"}})))
+    fig.update_layout(plot_bgcolor=NO_DATA_COLOR)
+    default = f"Commit order: {trace_label(trace)}, NFE {trace.nfe}"
+    return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
+
+
+def _span(text: str, background: str, color: str, tip: str, *, draft: bool) -> str:
+    style = (f"background:{background};color:{color};padding:1px 3px;margin:1px;border-radius:3px;"
+             "white-space:pre;display:inline-block" + (";font-style:italic;opacity:0.75" if draft else ""))
+    return f'<span style="{style}" title="{html.escape(tip, quote=True)}">{html.escape(text)}</span>'
+
+
+def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = True) -> str:
+    """The `token_strip` canvas as self-contained HTML (inline styles, all text escaped).
+
+    Args:
+        trace: the decode to draw.
+        step: step index in [0, S-1]; None = the last step (the initial canvas if S = 0).
+        legend: append a one-line colour legend.
+
+    Returns:
+        An HTML fragment (a <div> of <span>s) safe to pass to `st.html`.
+    """
+    states = token_states(trace, step)
+    spans = []
+    for p, (text, k, draft, conf) in enumerate(zip(states.text, states.state, states.is_draft,
+                                                   states.confidence, strict=True)):
+        fg = text_color(int(k), bool(draft))
+        tip = f"position {p}: {STATE_NAMES[k]}{' (draft)' if draft else ''}, confidence {conf:.3f}"
+        spans.append(_span(text, STATE_COLORS[k], fg, tip, draft=bool(draft)))
+    out = '<div class="dllm-token-strip" style="font-family:monospace;line-height:1.8">' + "".join(spans)
+    if legend:
+        keys = "".join(_span(n, c, text_color(i, False), n, draft=False)
+                       for i, (c, n) in enumerate(zip(STATE_COLORS, STATE_NAMES, strict=True)))
+        out += f'<div style="margin-top:4px;font-size:0.8em">{keys}</div>'
+    return out + "</div>"

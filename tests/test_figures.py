@@ -1,0 +1,188 @@
+"""Heatmap builders, pooling and overlays: shapes, axes, single-trace overlays, payload, purity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from trace_factory import MASK, hand_trace, make_trace
+
+from dllm_viz.figures import (
+    confidence_heatmap,
+    entropy_heatmap,
+    margin_heatmap,
+    pool_grid,
+    position_labels,
+    tspd_gate_heatmap,
+)
+from dllm_viz.figures._pooling import QUANT_NO_DATA
+from dllm_viz.policies.extras import TSPD_GATE, VOLATILITY_REGION
+
+HEATMAPS = (confidence_heatmap, entropy_heatmap, margin_heatmap)
+
+
+def by_name(fig, name: str) -> list:
+    return [d for d in fig.data if d.name == name]
+
+
+def test_figures_package_imports_without_torch_or_streamlit() -> None:
+    code = ("import sys, dllm_viz.figures; bad = [m for m in ('torch', 'streamlit') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("builder", HEATMAPS)
+def test_heatmap_z_is_steps_by_positions_with_titled_axes(builder) -> None:
+    trace = make_trace(20, 16)
+    fig = builder(trace)
+    heat = fig.data[0]
+    assert heat.type == "heatmap"
+    assert np.asarray(heat.z).shape == (20, 16)
+    assert list(heat.x) == position_labels(trace)
+    assert fig.layout.xaxis.title.text == "position" and fig.layout.yaxis.title.text == "step"
+    assert fig.layout.xaxis.type == "category"
+    assert all(d.hovertemplate for d in fig.data)
+
+
+def test_confidence_uses_explicit_colourblind_scale_and_blanks_committed_cells() -> None:
+    trace = make_trace(12, 8, block_length=4)
+    heat = confidence_heatmap(trace, quantize=False).data[0]
+    assert heat.colorscale[0][1] == "#440154"  # Viridis, resolved explicitly
+    z = np.asarray(heat.z)
+    masked = trace.tokens[:-1] == MASK
+    assert np.isnan(z[~masked]).all()
+    assert np.allclose(z[masked], trace.confidence[masked])
+
+
+def test_each_overlay_is_one_trace() -> None:
+    fig = confidence_heatmap(make_trace(40, 32, block_length=8))
+    assert [d.type for d in fig.data] == ["heatmap", "bar", "bar", "scatter"]
+    assert len(by_name(fig, "block boundary")) == len(by_name(fig, "volatility band edge")) == 1
+    assert len(by_name(fig, "commit")) == 1
+
+
+def test_overlays_can_be_switched_off() -> None:
+    fig = confidence_heatmap(make_trace(10, 8), show_commits=False, show_blocks=False, show_bands=False)
+    assert len(fig.data) == 1
+
+
+def test_band_edges_need_the_recorded_extra() -> None:
+    fig = confidence_heatmap(make_trace(10, 8, with_extras=False))
+    assert not by_name(fig, "volatility band edge")
+
+
+def test_block_boundaries_sit_on_window_edges() -> None:
+    trace = hand_trace([[2, 3, 4, 5]] * 3, [0, 0, 2, 2], window=[(0, 2), (0, 2), (2, 4)])
+    bars = by_name(confidence_heatmap(trace), "block boundary")[0]
+    labels = position_labels(trace)
+    # window [0, 2) on steps 0-1, then [2, 4) on step 2: four edges, consecutive steps merged.
+    columns = np.array([labels.index(x) for x in bars.x])
+    centre = columns + np.asarray(bars.offset) + np.asarray(bars.width) / 2
+    assert np.allclose(centre, [-0.5, 1.5, 1.5, 3.5])  # edge e lies between columns e - 1 and e
+    assert list(bars.base) == [-0.5, -0.5, 1.5, 1.5] and list(bars.y) == [2, 2, 1, 1]
+
+
+def test_commit_markers_mark_every_commit_cell() -> None:
+    trace = make_trace(15, 12)
+    marks = by_name(confidence_heatmap(trace), "commit")[0]
+    steps, positions = np.nonzero(trace.committed)
+    labels = position_labels(trace)
+    expected = sorted((labels[p], float(s)) for s, p in zip(steps, positions, strict=True))
+    assert sorted(zip(marks.x, marks.y, strict=True)) == expected
+
+
+def test_pooling_bounds_rows_and_columns() -> None:
+    trace = make_trace(50, 40)
+    fig = confidence_heatmap(trace, max_steps=16, max_positions=8)
+    assert np.asarray(fig.data[0].z).shape == (13, 8)  # 50 steps in bins of 4, 40 positions in bins of 5
+    assert len(fig.data[0].x) == 8 and fig.data[0].dy == 4
+    assert "pooled" in fig.layout.yaxis.title.text and "pooled" in fig.layout.xaxis.title.text
+
+
+def test_min_and_max_pooling_known_answer() -> None:
+    z = np.array([[0.5, np.nan, 0.2, 0.9], [0.1, np.nan, 0.3, np.nan], [0.7, 0.8, np.nan, np.nan]])
+    low = pool_grid(z, max_rows=2, max_cols=2, how="min")
+    assert (low.row_factor, low.col_factor) == (2, 2)
+    assert np.allclose(low.z, [[0.1, 0.2], [0.7, np.nan]], equal_nan=True)
+    assert np.allclose(pool_grid(z, max_rows=2, max_cols=2, how="max").z, [[0.5, 0.9], [0.8, np.nan]],
+                       equal_nan=True)
+    assert np.allclose(pool_grid(z, max_rows=2, max_cols=2, how="mean").z, [[0.3, 0.466666], [0.75, np.nan]],
+                       equal_nan=True, atol=1e-5)
+    events = np.zeros((3, 4), bool)
+    events[1, 3] = True
+    assert pool_grid(events, max_rows=2, max_cols=2, how="any").z.tolist() == [[False, True], [False, False]]
+
+
+def test_pool_grid_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="how"):
+        pool_grid(np.zeros((2, 2)), how="median")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=">= 1"):
+        pool_grid(np.zeros((2, 2)), max_rows=0)
+
+
+def test_quantised_heatmap_keeps_committed_cells_apart() -> None:
+    trace = make_trace(10, 8)
+    heat = confidence_heatmap(trace, quantize=True).data[0]
+    z = np.asarray(heat.z)
+    assert z.dtype == np.uint8 and heat.zmax == QUANT_NO_DATA
+    masked = trace.tokens[:-1] == MASK
+    assert (z[~masked] == QUANT_NO_DATA).all() and (z[masked] <= 100).all()
+    assert np.allclose(z[masked], np.rint(trace.confidence[masked] * 100))
+
+
+def test_large_trace_is_pooled_and_quantised_under_the_payload_budget() -> None:
+    trace = make_trace(1024, 1024, block_length=32)
+    fig = confidence_heatmap(trace)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (512, 1024) and z.dtype == np.uint8
+    assert len(fig.to_json()) < 1_500_000
+
+
+def test_zero_step_trace_renders_an_empty_heatmap_with_axes() -> None:
+    trace = make_trace(0, 6)
+    for builder in HEATMAPS:
+        fig = builder(trace)
+        assert np.asarray(fig.data[0].z).shape == (0, 6)
+        assert len(fig.data[0].x) == 6 and fig.layout.yaxis.title.text == "step"
+        fig.to_json()
+
+
+def test_title_keyword_is_used() -> None:
+    assert confidence_heatmap(make_trace(3, 3), title="mine").layout.title.text == "mine"
+
+
+def test_builders_are_pure_and_deterministic() -> None:
+    trace = make_trace(12, 10)
+    before = {k: v.copy() for k, v in trace.extras.items()}
+    assert json.loads(confidence_heatmap(trace).to_json()) == json.loads(confidence_heatmap(trace).to_json())
+    assert all(np.array_equal(before[k], trace.extras[k], equal_nan=True) for k in before)
+
+
+def test_tspd_gate_heatmap_names_the_missing_extra() -> None:
+    with pytest.raises(ValueError, match=TSPD_GATE):
+        tspd_gate_heatmap(make_trace(5, 5, with_extras=False))
+    fig = tspd_gate_heatmap(make_trace(5, 5))
+    assert np.asarray(fig.data[0].z).shape == (5, 5)
+
+
+def test_entropy_range_follows_the_data() -> None:
+    trace = make_trace(10, 10)
+    heat = entropy_heatmap(trace, quantize=False).data[0]
+    masked = trace.tokens[:-1] == MASK
+    assert heat.zmax == pytest.approx(float(trace.entropy[masked].max()))
+    assert heat.reversescale is True and VOLATILITY_REGION in trace.extras
+
+
+def test_token_text_is_escaped_once_per_column_label() -> None:
+    trace = hand_trace([[3, 2, 4]], [0, 0, 0])  # ids 3 = "<b>&", 2 = newline, 4 = space
+    assert position_labels(trace) == ["0:&lt;b&gt;&amp;", "1:⏎", "2:␣"]
+    heat = confidence_heatmap(trace).data[0]
+    assert heat.text is None and heat.customdata is None  # no per-cell strings
+
+
+def test_pooled_labels_name_the_position_range() -> None:
+    fig = confidence_heatmap(make_trace(4, 10), max_positions=4)
+    assert [x.split(":")[0] for x in fig.data[0].x] == ["0-2", "3-5", "6-8", "9-9"]

@@ -1,0 +1,105 @@
+"""Comparison figures, the Pareto helper and the HTML exports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from trace_factory import make_trace
+
+from dllm_viz.figures import (
+    confidence_heatmap,
+    figure_html,
+    nfe_accuracy_scatter,
+    nfe_bar,
+    pareto_front,
+    replay_figure,
+    replay_html,
+    step_series_lines,
+)
+from dllm_viz.figures.compare import resample_progress
+
+
+def test_pareto_front_known_answer() -> None:
+    points = [(10, 0.5), (5, 0.4), (20, 0.6), (30, 0.55), (5, 0.4), (np.nan, 1.0), (8, 0.3)]
+    assert pareto_front(points).tolist() == [1, 4, 0, 2]  # duplicates kept, NaN and dominated dropped
+
+
+def test_pareto_front_edge_cases() -> None:
+    assert pareto_front([]).tolist() == []
+    assert pareto_front([[3, 0.1]]).tolist() == [0]
+    assert pareto_front([(5, 0.5), (5, 0.6)]).tolist() == [1]  # same NFE, higher accuracy wins
+    with pytest.raises(ValueError, match="N x 2"):
+        pareto_front([1, 2, 3])
+
+
+def test_nfe_accuracy_scatter_accepts_records_and_dataframes() -> None:
+    records = [("tau=0.9", 40, 0.8), ("tau=0.7", 25, 0.78), ("tau=0.5", 30, 0.7)]
+    fig = nfe_accuracy_scatter(records)
+    assert [d.name for d in fig.data] == ["run", "Pareto front"]
+    assert list(fig.data[1].text) == ["tau=0.7", "tau=0.9"] and fig.data[1].line.shape == "hv"
+    frame = pd.DataFrame(records, columns=["label", "nfe", "accuracy"])
+    assert nfe_accuracy_scatter(frame).to_dict()["data"] == fig.to_dict()["data"]
+    with pytest.raises(ValueError, match="accuracy"):
+        nfe_accuracy_scatter(frame.drop(columns="accuracy"))
+    assert fig.layout.xaxis.title.text.startswith("NFE") and fig.layout.yaxis.title.text == "accuracy"
+
+
+def test_resample_progress_known_answer() -> None:
+    grid, values = resample_progress(np.array([1.0, 3.0]), 5)
+    assert grid.tolist() == [0, 0.25, 0.5, 0.75, 1.0]
+    assert values.tolist() == [1.0, 1.0, 1.0, 2.0, 3.0]  # steps sit at progress 0.5 and 1.0
+    assert resample_progress(np.zeros(0), 5)[1].size == 0
+
+
+def test_series_lines_share_one_axis_when_step_counts_differ() -> None:
+    traces = [make_trace(8, 16, label="fast"), make_trace(30, 16, label="slow"),
+              make_trace(0, 16, label="none")]
+    fig = step_series_lines(traces, num_points=11)
+    assert [len(d.x) for d in fig.data] == [11, 11, 0]
+    assert fig.data[0].y[-1] == pytest.approx(1.0) and fig.data[1].y[-1] == pytest.approx(1.0)
+    assert fig.data[0].name.startswith("fast") and fig.layout.hovermode == "x unified"
+    raw = step_series_lines(traces, x="step", series="committed")
+    assert [len(d.x) for d in raw.data] == [8, 30, 0]
+
+
+def test_series_lines_reject_mixed_lengths_and_unknown_series() -> None:
+    with pytest.raises(ValueError, match="gen_length"):
+        step_series_lines([make_trace(4, 8), make_trace(4, 9)])
+    with pytest.raises(ValueError, match="series"):
+        step_series_lines([make_trace(4, 8)], series="nope")
+    with pytest.raises(ValueError, match="at least one"):
+        step_series_lines([])
+
+
+def test_nfe_bar_labels_come_from_meta() -> None:
+    fig = nfe_bar([make_trace(8, 8, label="a"), make_trace(5, 8, label="b"), make_trace(3, 8, label="a")])
+    assert list(fig.data[0].x) == ["a", "b", "a #2"] and list(fig.data[0].y) == [8, 5, 3]
+    assert fig.data[0].hovertemplate
+
+
+def test_figure_html_inline_or_cdn() -> None:
+    fig = confidence_heatmap(make_trace(4, 4))
+    inline, cdn = figure_html(fig), figure_html(fig, plotlyjs="cdn")
+    assert inline.lower().startswith("<!doctype html>") and "dllm-viz-figure" in inline
+    assert "cdn.plot.ly" in cdn and len(inline) > len(cdn) + 1_000_000
+    assert figure_html(fig, plotlyjs="cdn") == cdn  # deterministic
+    with pytest.raises(ValueError, match="plotlyjs"):
+        figure_html(fig, plotlyjs="none")  # type: ignore[arg-type]
+
+
+def test_replay_is_downsampled_with_play_pause_and_slider() -> None:
+    trace = make_trace(100, 300)
+    fig = replay_figure(trace, max_frames=10, max_positions=64)
+    assert len(fig.frames) == 10 and fig.frames[-1].name == "99" and fig.frames[0].name == "0"
+    assert len(fig.layout.sliders[0].steps) == 10
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ play", "❚❚ pause"]
+    cells = np.isfinite(np.asarray(fig.frames[0].data[0].z)).sum()
+    assert cells == 60  # 300 positions pooled by 5
+
+
+def test_replay_of_a_zero_step_trace_is_one_frame() -> None:
+    fig = replay_figure(make_trace(0, 5))
+    assert [f.name for f in fig.frames] == ["initial"]
+    page = replay_html(make_trace(3, 5), plotlyjs="cdn")
+    assert "addFrames" in page and page.lower().startswith("<!doctype html>")

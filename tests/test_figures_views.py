@@ -1,0 +1,204 @@
+"""Token, volatility, Kalman, persistence, summary and refinement views on hand-made traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from trace_factory import EOS, hand_trace, make_trace
+
+from dllm_viz.figures import (
+    candidate_runs,
+    commit_order_heatmap,
+    kalman_forecast_bands,
+    persistence_runs_bar,
+    refinement_dumbbell,
+    settled_step,
+    step_series,
+    step_summary_strip,
+    token_states,
+    token_strip,
+    token_strip_html,
+    volatility_band_heatmap,
+    volatility_profile,
+    volatility_regions,
+    wasted_refinement_fraction,
+)
+from dllm_viz.figures.tokens import STATE_COLORS
+from dllm_viz.policies.extras import (
+    KALMAN_FORECAST,
+    KALMAN_LEVEL,
+    KALMAN_LOWER,
+    KALMAN_UPPER,
+    VOLATILITY_REGION,
+)
+
+# Position 0 holds 3 then settles on 4 (committed at step 4); position 1 goes 5 -> 6 and commits
+# at step 2; position 2 flips 7 -> 8 -> 7 and commits at 3; position 3 never commits.
+CANDIDATES = [[3, 5, 7, 9], [3, 6, 8, 9], [4, 6, 7, 9], [4, 7, 7, 10], [4, 7, 7, 10]]
+COMMITS = [4, 2, 3, -1]
+
+
+@pytest.fixture
+def known():
+    return hand_trace(CANDIDATES, COMMITS)
+
+
+def test_candidate_runs_known_answer(known) -> None:
+    runs = candidate_runs(known)
+    got = list(zip(runs.position.tolist(), runs.start.tolist(), runs.length.tolist(), runs.token.tolist(),
+                   strict=True))
+    assert got == [(0, 0, 2, 3), (0, 2, 3, 4), (1, 0, 1, 5), (1, 1, 2, 6),
+                   (2, 0, 1, 7), (2, 1, 1, 8), (2, 2, 2, 7), (3, 0, 3, 9), (3, 3, 2, 10)]
+
+
+def test_candidate_runs_of_a_zero_step_trace_are_empty() -> None:
+    assert len(candidate_runs(make_trace(0, 4))) == 0
+
+
+def test_settled_step_and_wasted_fraction_known_answer(known) -> None:
+    assert settled_step(known).tolist() == [2, 1, 2, -1]
+    # (4-2) + (2-1) + (3-2) wasted over (4+1) + (2+1) + (3+1) masked token-steps.
+    assert wasted_refinement_fraction(known) == pytest.approx(4 / 12)
+
+
+def test_settled_step_is_minus_one_when_the_commit_differs_from_the_final_token() -> None:
+    trace = make_trace(0, 3)
+    assert settled_step(trace).tolist() == [-1, -1, -1]
+    assert wasted_refinement_fraction(trace) == 0.0
+
+
+def test_refinement_dumbbell_is_three_traces_with_the_summary(known) -> None:
+    fig = refinement_dumbbell(known)
+    assert [d.mode for d in fig.data] == ["lines", "markers", "markers"]
+    assert list(fig.data[0].x) == [2, 4, None, 1, 2, None, 2, 3, None]
+    assert list(fig.data[2].x) == [4, 2, 3]
+    assert "33.3% of token-steps" in fig.layout.annotations[0].text
+    assert fig.layout.xaxis.title.text == "step" and fig.layout.yaxis.title.text == "position"
+
+
+def test_persistence_runs_are_one_bar_trace_plus_accepts() -> None:
+    trace = hand_trace(CANDIDATES, COMMITS, reason="cora_residual")
+    fig = persistence_runs_bar(trace, m=1)
+    bar, accepts = fig.data
+    assert bar.type == "bar" and bar.orientation == "h" and len(bar.x) == 9
+    assert list(bar.base) == [s - 0.5 for s in candidate_runs(trace).start]
+    assert sorted(zip(accepts.x, accepts.y, strict=True)) == [(2, 1), (3, 2), (4, 0)]
+    assert "δp = 0.97, m = 1" in fig.layout.annotations[0].text
+    assert bar.hovertemplate and accepts.hovertemplate
+
+
+def test_persistence_runs_cap_drops_the_shortest(known) -> None:
+    fig = persistence_runs_bar(known, max_runs=3)
+    assert sorted(fig.data[0].x) == [2, 3, 3] and "6 shortest runs" in fig.layout.annotations[0].text
+
+
+def test_token_states_follow_the_llada_colours() -> None:
+    conf = [[0.2, 0.5, 0.9, 0.1]] * 3
+    trace = hand_trace([[2, 3, 4, 5]] * 3, [0, 1, 1, 1], confidence=conf)
+    states = token_states(trace, 1)
+    assert states.state.tolist() == [4, 2, 3, 1]  # earlier, mid, high, low
+    states = token_states(trace, 0)
+    assert states.state.tolist() == [1, 0, 0, 0] and states.is_draft.tolist() == [False, True, True, True]
+    strip = token_strip(trace, 0)
+    assert np.asarray(strip.data[0].z).shape == (1, 4) and strip.data[0].colorscale[0][1] == STATE_COLORS[0]
+    assert list(strip.data[1].textfont.color)[1] == "#A0A0A0"  # the draft is faint
+
+
+def test_token_strip_rejects_a_step_outside_the_trace(known) -> None:
+    with pytest.raises(ValueError, match="step"):
+        token_strip(known, 5)
+    token_strip(make_trace(0, 3), 0)  # the initial canvas of a zero-step trace
+
+
+def test_token_strip_html_escapes_token_text() -> None:
+    trace = hand_trace([[3, 2, 4]], [0, 0, 0])  # ids 3 = "<b>&", 2 = newline, 4 = space
+    page = token_strip_html(trace, 0)
+    assert "&lt;b&gt;&amp;" in page and "<b>&" not in page and "⏎" in page
+    assert page.startswith("<div") and page.endswith("</div>")
+
+
+def test_commit_order_heatmap_colours_final_text_by_commit_step(known) -> None:
+    fig = commit_order_heatmap(known, tokens_per_row=2)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (2, 2) and z[0].tolist() == [4, 2] and z[1, 0] == 3 and np.isnan(z[1, 1])
+    assert fig.data[0].colorscale[0][1] == "#00224e"  # Cividis
+    assert list(fig.data[1].text) == ["␣", "w6", "w7", "[MASK]"]
+
+
+def test_volatility_regions_fallback_known_answer() -> None:
+    conf = [[0.9, 0.05, 0.5, 0.5], [0.9, 0.05, 0.5, 0.5]]
+    trace = hand_trace([[5, 6, EOS, 7], [5, 6, EOS, 7]], [0, 1, 1, 1], confidence=conf)
+    assert volatility_regions(trace).tolist() == [[1, 2, 2, 1], [0, 2, 2, 1]]
+    assert volatility_regions(trace, floor_threshold=0.0).tolist()[1] == [0, 1, 2, 1]
+    with pytest.raises(ValueError, match="floor_threshold"):
+        volatility_regions(trace, floor_threshold=2.0)
+
+
+def test_volatility_band_heatmap_prefers_the_recorded_extra() -> None:
+    recorded = make_trace(12, 8)
+    fig = volatility_band_heatmap(recorded)
+    assert "recorded" in fig.layout.title.text and [d.type for d in fig.data] == ["heatmap", "bar"]
+    assert np.array_equal(np.asarray(fig.data[0].z), recorded.extras[VOLATILITY_REGION].astype(np.int8))
+    derived = volatility_band_heatmap(make_trace(12, 8, with_extras=False))
+    assert "derived" in derived.layout.title.text
+
+
+def test_volatility_profile_has_one_trace_per_region(known) -> None:
+    fig = volatility_profile(known, 1)
+    assert [d.name for d in fig.data][1:] == ["plateau (committed)", "volatility band", "low floor"]
+    assert fig.data[0].fill == "toself"
+
+
+def test_kalman_bands_name_the_missing_extras() -> None:
+    with pytest.raises(ValueError) as err:
+        kalman_forecast_bands(make_trace(6, 4, with_extras=False))
+    for name in (KALMAN_LEVEL, KALMAN_FORECAST, KALMAN_LOWER, KALMAN_UPPER):
+        assert name in str(err.value)
+
+
+def test_kalman_bands_draw_band_threshold_and_both_commit_steps() -> None:
+    trace = make_trace(16, 8)
+    base = trace.commit_step + 1
+    fig = kalman_forecast_bands(trace, positions=[0, 3], base_commit_step=base)
+    names = [d.name for d in fig.data]
+    assert names.count("forecast upper") == 2 and names.count("base rule commit") == 2
+    upper = next(d for d in fig.data if d.name == "forecast upper")
+    assert upper.fill == "tonexty"
+    assert next(d for d in fig.data if d.name.startswith("threshold")).y == (0.9, 0.9)
+    assert fig.layout.yaxis.title.text == "confidence" and fig.layout.xaxis2.title.text == "step"
+    with pytest.raises(ValueError, match="positions"):
+        kalman_forecast_bands(trace, positions=[99])
+    with pytest.raises(ValueError, match="base_commit_step"):
+        kalman_forecast_bands(trace, base_commit_step=np.zeros(3))
+
+
+def test_step_series_known_answer(known) -> None:
+    series = step_series(known)
+    assert series["committed"].tolist() == [0, 0, 1, 1, 1]
+    assert series["masked_remaining"].tolist() == [4, 4, 3, 2, 1]
+    assert series["cumulative_nfe"].tolist() == [1, 2, 3, 4, 5]
+    assert np.allclose(series["mean_confidence"], 0.5)
+
+
+def test_summary_strip_shares_the_step_axis(known) -> None:
+    fig = step_summary_strip(known)
+    assert fig.layout.hovermode == "x unified"
+    assert fig.data[0].type == "bar" and len(fig.data) == 6
+    assert fig.layout.xaxis4.title.text == "step" and fig.layout.xaxis.matches == "x4"
+    assert all(d.hovertemplate for d in fig.data)
+
+
+def test_mask_id_falls_back_to_the_initial_canvas(known) -> None:
+    del known.meta["model"]
+    assert settled_step(known).tolist() == [2, 1, 2, -1]
+    assert token_states(known, 0).state.tolist() == [0, 0, 0, 0]
+
+
+def test_kalman_default_positions_start_with_ce_early_commits() -> None:
+    trace = make_trace(30, 16, seed=3)
+    early = np.flatnonzero(np.nansum(trace.extras["ce_early"], axis=0) > 0)
+    fig = kalman_forecast_bands(trace, max_panels=4)
+    shown = [int(a.text.split(":")[0].split()[1]) for a in fig.layout.annotations]
+    assert len(shown) == 4 and shown[: min(4, early.size)] == early[:4].tolist()
+    with pytest.raises(ValueError, match="1 to 12"):
+        kalman_forecast_bands(trace, positions=list(range(13)))
