@@ -39,3 +39,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def controller_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Small TSPD and Learn2PD controllers trained on toy-denoiser trajectories (for every-policy tests)."""
+    from toy import ToyAdapter
+
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.engine import decode
+    from dllm_viz.policies import Pipeline
+    from dllm_viz.train.controller import ControllerConfig, filter_examples, save_controller, train, tspd_sequences
+
+    adapter = ToyAdapter()
+    traces = [decode(adapter, [3 + i, 4], Pipeline.from_names("fixed_steps", block_length=8), DecodeConfig(gen_length=32))
+              for i in range(6)]
+    out = tmp_path_factory.mktemp("controllers")
+    files = {}
+    for kind, data, threshold in (("tspd", tspd_sequences(traces, 24, 0.7), 0.5), ("learn2pd", filter_examples(traces), 0.96)):
+        config = ControllerConfig(kind=kind, epochs=2, hidden=16, layers=2)  # type: ignore[arg-type]
+        model, _, _ = train(*data, config, gate_threshold=threshold)
+        card = {"kind": kind, "layers": 2, "hidden": 16, "vocab_size": 24}
+        files[kind] = str(save_controller(model, out / f"{kind}.safetensors", card))
+    return files
+
+
+@pytest.fixture
+def controller_options(controller_files: dict[str, str]) -> dict[str, str]:
+    """Pipeline options that point the learned policies at the test controllers."""
+    return {"controller_weights": controller_files["tspd"], "filter_weights": controller_files["learn2pd"]}

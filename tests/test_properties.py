@@ -49,10 +49,10 @@ def check_invariants(trace, config: DecodeConfig) -> None:
 @given(gen_length=st.sampled_from(GEN_LENGTHS), seed=st.integers(0, 2**16),
        temperature=st.sampled_from([0.0, 0.7]), prompt=st.lists(st.integers(3, 23), min_size=1, max_size=6))
 def test_every_composition_keeps_the_invariants(rule_name: str, gen_length: int, seed: int, temperature: float,
-                                                prompt: list[int]) -> None:
+                                                prompt: list[int], controller_options: dict[str, str]) -> None:
     for block, extrapolate, stop, cache in COMBINATIONS:
         pipeline = Pipeline.from_names(rule_name, block, extrapolate, stop, cache=cache, block_length=8,
-                                       init_block_length=8)
+                                       init_block_length=8, **controller_options)
         config = DecodeConfig(gen_length=gen_length, temperature=temperature, seed=seed)
         trace = decode(ADAPTER, prompt, pipeline, config)
         check_invariants(trace, config)
@@ -81,8 +81,9 @@ def test_fixed_steps_commits_follow_the_schedule(gen_length: int) -> None:
 
 
 @pytest.mark.parametrize("rule_name", sorted(RULES))
-def test_stateful_policy_state_shapes_are_stable(rule_name: str) -> None:
-    pipeline = Pipeline.from_names(rule_name, "adablock", "kalman", block_length=8, init_block_length=8)
+def test_stateful_policy_state_shapes_are_stable(rule_name: str, controller_options: dict[str, str]) -> None:
+    pipeline = Pipeline.from_names(rule_name, "adablock", "kalman", block_length=8, init_block_length=8,
+                                   **controller_options)
     trace = decode(ADAPTER, [4, 5], pipeline, DecodeConfig(gen_length=32))
     for name, values in trace.extras.items():
         assert values.shape == (trace.num_steps, 32), name

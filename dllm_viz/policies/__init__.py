@@ -26,10 +26,12 @@ from dllm_viz.policies.eos_stop import EosStop
 from dllm_viz.policies.factor import FactorPolicy
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.kalman import KalmanExtrapolation
+from dllm_viz.policies.learn2pd import Learn2PdPolicy
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.schedule import transfer_schedule
 from dllm_viz.policies.threshold import ThresholdPolicy
+from dllm_viz.policies.tspd import TspdPolicy
 
 POLICIES = RULES
 
@@ -53,11 +55,13 @@ __all__ = [
     "FixedBlocks",
     "FixedStepsPolicy",
     "KalmanExtrapolation",
+    "Learn2PdPolicy",
     "Pipeline",
     "StepView",
     "StopDecision",
     "StopRule",
     "ThresholdPolicy",
+    "TspdPolicy",
     "reason_code",
     "top_k_mask",
     "transfer_schedule",

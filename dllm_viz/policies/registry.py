@@ -13,7 +13,9 @@ from dllm_viz.policies.eos_stop import EosStop
 from dllm_viz.policies.factor import FactorPolicy
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.kalman import KalmanExtrapolation
+from dllm_viz.policies.learn2pd import Learn2PdPolicy
 from dllm_viz.policies.threshold import ThresholdPolicy
+from dllm_viz.policies.tspd import TspdPolicy
 
 RULES: dict[str, type] = {
     FixedStepsPolicy.name: FixedStepsPolicy,
@@ -21,6 +23,8 @@ RULES: dict[str, type] = {
     FactorPolicy.name: FactorPolicy,
     CoraPolicy.name: CoraPolicy,
     DreamPolicy.name: DreamPolicy,
+    TspdPolicy.name: TspdPolicy,
+    Learn2PdPolicy.name: Learn2PdPolicy,
 }
 BLOCKS: dict[str, type] = {
     FixedBlocks.name: FixedBlocks,

@@ -1,0 +1,95 @@
+"""Weights of the learned controllers (TSPD's LSTM, Learn2PD's filter) and their numpy forward passes.
+
+Trained with torch by `python -m dllm_viz train-controller` and saved as safetensors with a JSON
+card beside them; decoding runs them in numpy so policies stay torch-free and cheap (a 2-layer,
+64-unit LSTM over a few hundred positions is well under a millisecond).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+CONTROLLER_DIR = Path(__file__).resolve().parent.parent / "assets" / "controllers"
+BUNDLED = "bundled"
+
+
+@dataclass(frozen=True)
+class ControllerWeights:
+    """Named float32 arrays plus the JSON card (kind, sizes, training data, metrics)."""
+
+    tensors: dict[str, np.ndarray]
+    card: dict[str, object]
+
+    @property
+    def kind(self) -> str:
+        """"tspd" or "learn2pd"."""
+        return str(self.card.get("kind"))
+
+
+def resolve_path(weights: str, kind: str) -> Path:
+    """`bundled` -> the shipped controller for the tiny model; else the given path."""
+    if weights == BUNDLED:
+        return CONTROLLER_DIR / f"{kind}_tiny.safetensors"
+    return Path(weights).expanduser()
+
+
+@lru_cache(maxsize=8)
+def load_controller(path: str, kind: str) -> ControllerWeights:
+    """Read controller weights and their card; errors name the file and how to make one."""
+    from safetensors.numpy import load_file
+
+    file = Path(path)
+    card_file = file.with_suffix(".json")
+    if not file.is_file() or not card_file.is_file():
+        raise ValueError(f"{kind} controller weights {str(file)!r} (and its .json card) not found; train them with "
+                         f"`python -m dllm_viz train-controller --kind {kind}` or pass weights=PATH")
+    card = json.loads(card_file.read_text())
+    if card.get("kind") != kind:
+        raise ValueError(f"{str(file)!r} holds a {card.get('kind')!r} controller, not {kind!r}")
+    return ControllerWeights(tensors={k: v.astype(np.float32) for k, v in load_file(str(file)).items()}, card=card)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
+
+
+def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One step of the stacked LSTM (PyTorch gate order i, f, g, o) and its linear head.
+
+    Args:
+        x: [positions, features]; h, c: [layers, positions, hidden].
+
+    Returns:
+        (logit [positions], new h, new c)
+    """
+    t = weights.tensors
+    layers = h.shape[0]
+    new_h, new_c = np.empty_like(h), np.empty_like(c)
+    inp = x
+    for layer in range(layers):
+        gates = (inp @ t[f"lstm.weight_ih_l{layer}"].T + t[f"lstm.bias_ih_l{layer}"]
+                 + h[layer] @ t[f"lstm.weight_hh_l{layer}"].T + t[f"lstm.bias_hh_l{layer}"])
+        i, f, g, o = np.split(gates, 4, axis=-1)
+        new_c[layer] = _sigmoid(f) * c[layer] + _sigmoid(i) * np.tanh(g)
+        new_h[layer] = _sigmoid(o) * np.tanh(new_c[layer])
+        inp = new_h[layer]
+    logit = inp @ t["head.weight"].T[:, 0] + t["head.bias"][0]
+    return logit, new_h, new_c
+
+
+def mlp_forward(weights: ControllerWeights, x: np.ndarray) -> np.ndarray:
+    """Learn2PD's 32 -> 32 -> 32 filter: logits for each window slot."""
+    t = weights.tensors
+    hidden = np.maximum(x @ t["fc1.weight"].T + t["fc1.bias"], 0.0)
+    return hidden @ t["fc2.weight"].T + t["fc2.bias"]
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Numerically safe logistic function."""
+    return _sigmoid(x)

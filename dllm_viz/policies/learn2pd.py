@@ -1,0 +1,71 @@
+"""Learn2PD-style learned filter over the window's confidences (ALGORITHMS.md §3).
+
+From "Learning to Parallel Decode" (arXiv 2509.25188; the official code was not public, the
+reference behaviour comes from the copy vendored in the CORA-Diff release): a 32 -> 32 -> 32
+MLP reads the confidences of all 32 window positions (committed ones included) and accepts
+each masked position whose sigmoid output exceeds tau_acc = 0.96; LLaDA's quota is added on
+top (accepted positions do not reduce it), and the window is left as soon as it is full.
+End-of-text prediction (EoTP) is the `eos` stop with eos_trigger="predicted". Deviation: the
+reference top-k can pick positions outside the window when the quota exceeds the window's
+masks; here the quota is clipped to the open positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.controller_features import FILTER_WIDTH, filter_input
+from dllm_viz.policies.controller_weights import BUNDLED, load_controller, mlp_forward, resolve_path, sigmoid
+from dllm_viz.policies.extras import FILTER_PROB
+from dllm_viz.policies.schedule import quota, validate_steps
+
+
+@dataclass(frozen=True)
+class Learn2PdPolicy:
+    """Commit filter-accepted positions plus LLaDA's scheduled quota.
+
+    Unlike `threshold`, acceptance is learned from the whole window's confidence profile.
+    """
+
+    name: ClassVar[str] = "learn2pd"
+    filter_weights: str = field(
+        default=BUNDLED, metadata={"help": "Learn2PD filter weights (.safetensors); 'bundled'"}
+    )
+    tau_acc: float = field(default=0.96, metadata={"help": "Learn2PD: filter probability needed to accept"})
+    steps: int | None = field(
+        default=None,
+        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.tau_acc < 1.0:
+            raise ValueError(f"`tau_acc` must be in (0, 1), got {self.tau_acc!r}")
+
+    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
+        """LLaDA's schedule requires the steps to split evenly over equal blocks."""
+        validate_steps(self.steps, gen_length, block_length)
+
+    def init_state(self, gen_length: int) -> None:
+        load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")  # fail early if missing
+        return None
+
+    def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
+        weights = load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")
+        start, end = view.window
+        probs = sigmoid(mlp_forward(weights, filter_input(view.confidence, view.window)))
+        prob = np.full(view.gen_length, np.nan)
+        width = min(end - start, FILTER_WIDTH)
+        prob[start : start + width] = probs[:width]
+        open_ = view.open_positions
+        accepted = open_ & (np.nan_to_num(prob) > self.tau_acc)
+        n = quota(view, self.steps)
+        extra = top_k_mask(view.confidence, open_ & ~accepted, int(open_.sum()) if n is None else n)
+        reason = np.full(view.gen_length, NO_REASON, dtype=np.int8)
+        reason[extra] = reason_code("quota")
+        reason[accepted] = reason_code("filter")
+        extras = {FILTER_PROB: np.where(view.is_masked, prob, np.nan).astype(np.float32)}
+        return Decision(commit=accepted | extra, reason=reason, extras=extras), state

@@ -1,0 +1,75 @@
+"""TSPD: a learned fix-or-continue controller over denoising steps (ALGORITHMS.md §6.2).
+
+From "Efficient Diffusion LLMs via Temporal-Spatial Parallel Decoding and Confidence
+Extrapolation" (arXiv 2605.30753); only the abstract is public, so the features, the 2-layer
+64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of ALGORITHMS.md, all configurable.
+Each position keeps its own LSTM state across steps (weights shared across positions); at
+each step the controller reads that position's features and outputs the probability that
+its current candidate is final; open positions above tau_fix are committed. If none is, the
+engine commits the most confident one (Fast-dLLM's fallback), so progress is guaranteed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from dllm_viz.policies.base import Decision, StepView
+from dllm_viz.policies.controller_features import FeatureState, initial_feature_state, tspd_features
+from dllm_viz.policies.controller_weights import BUNDLED, load_controller, lstm_step, resolve_path, sigmoid
+from dllm_viz.policies.extras import TSPD_GATE
+
+
+@dataclass(frozen=True)
+class TspdState:
+    """Feature state plus the LSTM's (h, c) per position."""
+
+    features: FeatureState
+    h: np.ndarray
+    c: np.ndarray
+
+
+@dataclass(frozen=True)
+class TspdPolicy:
+    """Commit open positions whose learned fix probability exceeds tau_fix.
+
+    Unlike `threshold`, the decision uses each position's history (confidence trend, EMA,
+    stability, place in the window) through a recurrent state, not one step's confidence.
+    """
+
+    name: ClassVar[str] = "tspd"
+    controller_weights: str = field(
+        default=BUNDLED, metadata={"help": "TSPD controller weights (.safetensors); 'bundled'"}
+    )
+    tau_fix: float = field(default=0.5, metadata={"help": "TSPD: gate probability needed to commit"})
+    beta: float = field(default=0.7, metadata={"help": "TSPD: EMA factor of the confidence momentum feature"})
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.tau_fix < 1.0:
+            raise ValueError(f"`tau_fix` must be in (0, 1), got {self.tau_fix!r}")
+        if not 0.0 <= self.beta < 1.0:
+            raise ValueError(f"`beta` must be in [0, 1), got {self.beta!r}")
+
+    def _weights(self):  # type: ignore[no-untyped-def]
+        return load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
+
+    def init_state(self, gen_length: int) -> TspdState:
+        weights = self._weights()
+        layers, hidden = int(weights.card["layers"]), int(weights.card["hidden"])
+        zeros = np.zeros((layers, gen_length, hidden), dtype=np.float32)
+        return TspdState(features=initial_feature_state(gen_length), h=zeros, c=zeros.copy())
+
+    def step(self, view: StepView, state: TspdState) -> tuple[Decision, TspdState]:
+        weights = self._weights()
+        x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
+                                    int(weights.card["vocab_size"]), state.features, self.beta)
+        logit, h, c = lstm_step(weights, x, state.h, state.c)
+        gate = sigmoid(logit)
+        # Positions already committed keep their state: the controller only runs while masked.
+        h = np.where(view.is_masked[None, :, None], h, state.h)
+        c = np.where(view.is_masked[None, :, None], c, state.c)
+        commit = view.open_positions & (gate > self.tau_fix)
+        extras = {TSPD_GATE: np.where(view.is_masked, gate, np.nan).astype(np.float32)}
+        return Decision.of(commit, "tspd", extras), TspdState(features=features, h=h, c=c)

@@ -1,0 +1,233 @@
+"""Train the learned controllers (TSPD's LSTM gate, Learn2PD's filter) by oracle imitation.
+
+Trajectories come from dense decoding (LLaDA fixed steps, one token per step) of a prompt set;
+the label of a masked position at a step is 1 iff its current candidate equals the token the
+dense run finally wrote there (the "extremely greedy parallel" oracle of Learn2PD, TSPD's
+oracle). Features are computed by the same functions the policies use at decode time
+(policies/controller_features.py). Loss: binary cross-entropy on masked in-window positions
+with positives re-weighted to balance the classes. Deliberate simplification: training is
+teacher-forced on the dense trajectories; the straight-through hard gate of the TSPD seed
+(whose decisions would change the simulated trajectory) is not simulated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
+from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.controller_features import (
+    FILTER_WIDTH,
+    TSPD_FEATURES,
+    filter_input,
+    initial_feature_state,
+    tspd_features,
+)
+from dllm_viz.policies.blocks import FixedBlocks
+from dllm_viz.policies.fixed_steps import FixedStepsPolicy
+from dllm_viz.policies.pipeline import Pipeline
+from dllm_viz.trace import Trace
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Settings of one controller training run."""
+
+    kind: Literal["tspd", "learn2pd"] = "tspd"
+    gen_length: int = 128
+    block_length: int = 32
+    epochs: int = 5
+    lr: float = 1e-3
+    hidden: int = 64
+    layers: int = 2
+    beta: float = 0.7
+    val_fraction: float = 0.2
+    batch_size: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("tspd", "learn2pd"):
+            raise ValueError(f"`kind` must be 'tspd' or 'learn2pd', got {self.kind!r}")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"`val_fraction` must be in (0, 1), got {self.val_fraction!r}")
+        if self.epochs < 1:
+            raise ValueError(f"`epochs` must be >= 1, got {self.epochs!r}")
+
+
+def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig,
+                         on_progress: Callable[[int, int], None] | None = None) -> list[Trace]:
+    """Dense-decode every prompt (one token per step) and keep the traces."""
+    pipeline = Pipeline(FixedStepsPolicy(), FixedBlocks(config.block_length))
+    traces = []
+    for index, prompt in enumerate(prompts):
+        traces.append(decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=config.gen_length)))
+        if on_progress is not None:
+            on_progress(index + 1, len(prompts))
+    return traces
+
+
+def _labels(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """[S, L] oracle labels (candidate == final token) and the mask of masked in-window cells."""
+    masked = trace.tokens[:-1] == trace.tokens[0]
+    in_window = np.zeros_like(masked)
+    for step, (start, end) in enumerate(trace.window):
+        in_window[step, start:end] = True
+    return (trace.candidate == trace.final_tokens[None, :]).astype(np.float32), masked & in_window
+
+
+def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (trace, position) sequences over steps: features [N, S, F], labels [N, S], mask [N, S]."""
+    xs, ys, ms = [], [], []
+    for trace in traces:
+        state = initial_feature_state(trace.gen_length)
+        steps = []
+        for step in range(trace.num_steps):
+            start, end = trace.window[step]
+            in_window = int(step - np.flatnonzero(trace.block_index == trace.block_index[step])[0])
+            feats, state = tspd_features(trace.confidence[step].astype(np.float64), trace.entropy[step],
+                                         trace.candidate[step], (int(start), int(end)), in_window, vocab_size,
+                                         state, beta)
+            steps.append(feats)
+        labels, mask = _labels(trace)
+        xs.append(np.stack(steps, axis=1))  # [L, S, F]
+        ys.append(labels.T)
+        ms.append(mask.T)
+    width = max(x.shape[1] for x in xs)
+    return tuple(np.concatenate([_pad_steps(a, width) for a in arrays]) for arrays in (xs, ys, ms))  # type: ignore[return-value]
+
+
+def _pad_steps(array: np.ndarray, width: int) -> np.ndarray:
+    """Zero-pad axis 1 (steps) to `width`; padded steps carry mask 0, so they never count."""
+    return np.pad(array, [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2))
+
+
+def filter_examples(traces: Sequence[Trace]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step: window confidences [N, 32], labels [N, 32], mask of masked slots [N, 32]."""
+    xs, ys, ms = [], [], []
+    for trace in traces:
+        labels, mask = _labels(trace)
+        for step in range(trace.num_steps):
+            window = (int(trace.window[step, 0]), int(trace.window[step, 1]))
+            xs.append(filter_input(trace.confidence[step].astype(np.float64), window))
+            ys.append(filter_input(labels[step].astype(np.float64), window))
+            ms.append(filter_input(mask[step].astype(np.float64), window) > 0)
+    return np.stack(xs), np.stack(ys), np.stack(ms)
+
+
+class TspdNet(nn.Module):
+    """Stacked LSTM over steps, one sequence per position, and a linear fix head."""
+
+    def __init__(self, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(TSPD_FEATURES, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(x)[0])[..., 0]
+
+
+class FilterNet(nn.Module):
+    """Learn2PD's 32 -> 32 -> 32 MLP (2,112 parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(FILTER_WIDTH, FILTER_WIDTH)
+        self.fc2 = nn.Linear(FILTER_WIDTH, FILTER_WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _metrics(logits: torch.Tensor, y: torch.Tensor, m: torch.Tensor, threshold: float) -> dict[str, float]:
+    pred = (torch.sigmoid(logits) > threshold) & m
+    truth = (y > 0.5) & m
+    tp = float((pred & truth).sum())
+    precision = tp / max(float(pred.sum()), 1.0)
+    recall = tp / max(float(truth.sum()), 1.0)
+    return {"precision": precision, "recall": recall, "positives": float(truth.sum()), "cells": float(m.sum())}
+
+
+def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig, *, gate_threshold: float,
+          on_epoch: Callable[[int, float, dict[str, float]], None] | None = None
+          ) -> tuple[nn.Module, list[float], dict[str, float]]:
+    """Fit the controller; returns the model, per-epoch training losses and validation metrics."""
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(x.shape[0])
+    n_val = max(1, int(config.val_fraction * x.shape[0]))
+    val, tr = order[:n_val], order[n_val:]
+    tensors = [torch.from_numpy(a) for a in (x, y, m.astype(np.bool_))]
+    model: nn.Module = TspdNet(config.hidden, config.layers) if config.kind == "tspd" else FilterNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    pos = float(tensors[1][tr][tensors[2][tr]].sum())
+    neg = float(tensors[2][tr].sum()) - pos
+    loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(max(neg, 1.0) / max(pos, 1.0)), reduction="none")
+    losses = []
+    batch = config.batch_size
+    for epoch in range(config.epochs):
+        perm = tr[rng.permutation(tr.shape[0])]
+        total, count = 0.0, 0
+        for i in range(0, perm.shape[0], batch):
+            idx = torch.from_numpy(perm[i : i + batch])
+            xb, yb, mb = (t[idx] for t in tensors)
+            loss = (loss_fn(model(xb), yb) * mb).sum() / mb.sum().clamp(min=1)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total, count = total + float(loss) * len(idx), count + len(idx)
+        losses.append(total / max(count, 1))
+        with torch.no_grad():
+            vi = torch.from_numpy(val)
+            metrics = _metrics(model(tensors[0][vi]), tensors[1][vi], tensors[2][vi], gate_threshold)
+        if on_epoch is not None:
+            on_epoch(epoch, losses[-1], metrics)
+    return model, losses, metrics
+
+
+def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Path:
+    """Write `path` (.safetensors) and its JSON card beside it."""
+    from safetensors.torch import save_file
+
+    path = Path(path).with_suffix(".safetensors")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
+    path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+    return path
+
+
+def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
+                     on_progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, object]]:
+    """Collect trajectories, train, save; returns the weights path and the card."""
+    say = on_progress or (lambda message: None)
+    started = time.perf_counter()
+    traces = collect_trajectories(adapter, prompts, config,
+                                  lambda i, n: say(f"trajectory {i}/{n}") if i % 10 == 0 or i == n else None)
+    if config.kind == "tspd":
+        x, y, m = tspd_sequences(traces, adapter.info.vocab_size, config.beta)
+        threshold = 0.5
+    else:
+        x, y, m = filter_examples(traces)
+        threshold = 0.96
+    model, losses, metrics = train(x, y, m, config, gate_threshold=threshold,
+                                   on_epoch=lambda e, loss, met: say(f"epoch {e + 1}/{config.epochs} loss {loss:.4f} "
+                                                                     f"val precision {met['precision']:.3f} "
+                                                                     f"recall {met['recall']:.3f}"))
+    card: dict[str, object] = {
+        "kind": config.kind, "layers": config.layers, "hidden": config.hidden,
+        "vocab_size": adapter.info.vocab_size, "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
+        "model": adapter.info.name_or_path, "prompts": len(prompts), "examples": int(x.shape[0]),
+        "config": asdict(config), "train_loss": losses, "validation": metrics, "gate_threshold": threshold,
+        "train_seconds": round(time.perf_counter() - started, 1),
+    }
+    return save_controller(model, out, card), card
