@@ -150,10 +150,11 @@ def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, canvas_end
     seq = x[: prompt_len + canvas_end]
     if window is None:
         if cache_mode == "none":
-            logits = adapter.logits(seq)
+            logits = adapter.logits(seq, last=canvas_end)
         else:
             logits, kv = adapter.refresh(seq)
-        stats = _summarize_rows(adapter, logits[prompt_len:], config, generator)
+            logits = logits[prompt_len:]
+        stats = _summarize_rows(adapter, logits, config, generator)
         return _Forward(_place(stats, 0, tokens), "full", int(seq.shape[0])), kv
     start, end = window[0], min(window[1], canvas_end)
     logits = adapter.cached_logits(seq, kv, prompt_len + start, prompt_len + end, cache_mode)  # type: ignore[arg-type]

@@ -44,7 +44,34 @@ def gumbel_argmax(
     return (z - temperature * torch.log(-torch.log(u))).argmax(dim=-1)
 
 
+CHUNK_ROWS = 128  # rows per float64 softmax: bounds memory at ~CHUNK_ROWS x vocab x 16 bytes
+
+
 def summarize(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    softmax_dtype: torch.dtype = torch.float64,
+    suppress_ids: tuple[int, ...] = (),
+    deprioritize_ids: tuple[int, ...] = (),
+) -> PositionStats:
+    """Candidates and their statistics for each row of `logits`, computed in row chunks.
+
+    A float64 softmax over LLaDA's 126k vocabulary costs 1 GB per 1,024 rows; chunking keeps
+    the peak at CHUNK_ROWS rows whatever the canvas length. See `summarize_rows`.
+    """
+    parts = [summarize_rows(logits[i : i + CHUNK_ROWS], temperature=temperature, generator=generator,
+                            softmax_dtype=softmax_dtype, suppress_ids=suppress_ids,
+                            deprioritize_ids=deprioritize_ids)
+             for i in range(0, max(logits.shape[0], 1), CHUNK_ROWS)]
+    if len(parts) == 1:
+        return parts[0]
+    return PositionStats(*(torch.cat([getattr(p, name) for p in parts]) for name in
+                           ("candidate", "confidence", "margin", "entropy")))
+
+
+def summarize_rows(
     logits: torch.Tensor,
     *,
     temperature: float = 0.0,

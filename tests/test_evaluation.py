@@ -27,7 +27,7 @@ class OracleAdapter(ModelAdapter):
         super().__init__(base.model, base.tokenizer, base.info, prompt_template=base.prompt_template)
         self.answer_ids = base.tokenizer(answer, add_special_tokens=False)["input_ids"]
 
-    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
         n, vocab = tokens.shape[0], self.info.vocab_size
         out = torch.zeros(n, vocab)
         want = [self.info.eos_token_id] * n
@@ -35,7 +35,7 @@ class OracleAdapter(ModelAdapter):
         for i, tok in enumerate(self.answer_ids):
             want[start + i] = tok
         out[torch.arange(n), torch.tensor(want)] = 20.0
-        return out
+        return out[-(last or n) :]
 
 
 @pytest.mark.parametrize(("answer", "expected"), [("x = 3\n#### 3", [True, False]), ("#### 8", [False, True])])

@@ -27,6 +27,7 @@ def test_llada_checkpoint_matches_reference_architecture(llada_dir: Path) -> Non
     ref, _ = LladaReference(llada_dir).forward(ids)
     assert ours.shape == ref.shape
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(adapter.logits(ids, last=4).double(), ref[-4:], rtol=1e-4, atol=1e-4)
 
 
 def test_llada_attention_is_bidirectional(llada_dir: Path) -> None:
@@ -71,6 +72,7 @@ def test_dream_logits_are_shifted_by_one(tmp_path: Path) -> None:
     ours = adapter.logits(ids[0])
     torch.testing.assert_close(ours[1:], raw[:-1], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ours[0], raw[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(adapter.logits(ids[0], last=3), ours[-3:], rtol=1e-5, atol=1e-5)
     changed = ids.clone()
     changed[0, -1] = 9
     assert (adapter.logits(changed[0])[1] - ours[1]).abs().max() > 1e-5, "Dream must be bidirectional"

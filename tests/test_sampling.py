@@ -68,3 +68,14 @@ def test_deprioritized_candidates_get_zero_confidence() -> None:
     assert stats.confidence[0] == 0.0
     expected = torch.softmax(torch.tensor([0.0, 0.0, 10.0, 0.0], dtype=torch.float64), -1)[2]
     torch.testing.assert_close(stats.confidence[1], expected)
+
+
+def test_chunked_summary_equals_one_pass(monkeypatch) -> None:
+    import dllm_viz.sampling as sampling
+
+    logits = torch.randn(300, 50, generator=torch.Generator().manual_seed(4))
+    whole = sampling.summarize_rows(logits)
+    monkeypatch.setattr(sampling, "CHUNK_ROWS", 64)
+    chunked = sampling.summarize(logits)
+    for name in ("candidate", "confidence", "margin", "entropy"):
+        torch.testing.assert_close(getattr(chunked, name), getattr(whole, name))

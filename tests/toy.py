@@ -36,7 +36,10 @@ class ToyAdapter(ModelAdapter):
         model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
         super().__init__(model, tokenizer=None, info=info)
 
-    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        return self._toy_logits(tokens)[-(last or tokens.shape[0]) :]
+
+    def _toy_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         n = tokens.shape[0]
         pos = torch.arange(n)
         target = 3 + (pos * 7) % (VOCAB - 3)
@@ -56,14 +59,14 @@ class ToyAdapter(ModelAdapter):
 
     def refresh(self, tokens: torch.Tensor):  # type: ignore[no-untyped-def]
         """The toy has no keys/values: a 'cache' is just the tokens of the full pass."""
-        return self.logits(tokens), ToyCache(tokens.clone())
+        return self._toy_logits(tokens), ToyCache(tokens.clone())
 
     def cached_logits(self, tokens, cache, start, end, mode):  # type: ignore[no-untyped-def]
         """Emulates a stale cache: the toy sees the refresh-time canvas outside the query span."""
         mixed = cache.tokens.clone()
         q1 = tokens.shape[0] if mode == "prefix" else end
         mixed[start:q1] = tokens[start:q1]
-        return self.logits(mixed)[start:q1]
+        return self._toy_logits(mixed)[start:q1]
 
     def delimiter_ids(self, delimiters) -> list[int]:  # type: ignore[no-untyped-def]
         return [NEWLINE]

@@ -100,23 +100,30 @@ class ModelAdapter:
         return torch.device(self.info.device)
 
     @torch.inference_mode()
-    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
         """Logits for a 1-D sequence of token ids: row i is the distribution of position i.
 
         Args:
             tokens: long tensor (seq,) on any device.
+            last: return only the rows of the last `last` positions (the canvas); the LM head
+                then skips the prompt rows, which saves memory and time on large vocabularies.
 
         Returns:
-            Tensor (seq, vocab) in the model dtype on the model's device.
+            Tensor (last or seq, vocab) in the model dtype on the model's device.
         """
         ids = tokens.to(self.device).view(1, -1)
+        n = ids.shape[1]
+        last = n if last is None else last
+        extra = 1 if self.info.shift_logits and last < n else 0
+        keep = last + extra
         if self.uses_remote_code:
-            out = self.model(input_ids=ids).logits[0]
+            out = self.model(input_ids=ids).logits[0][-keep:]
         else:
             dtype = next(self.model.parameters()).dtype
-            mask = full_attention_mask(ids.shape[1], ids.shape[1], dtype=dtype, device=self.device)
-            out = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits[0]
-        return self._shift(out)
+            mask = full_attention_mask(n, n, dtype=dtype, device=self.device)
+            out = self.model(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=keep).logits[0]
+        # With the extra row, row j of out[:-1] is the output at the position before row j's.
+        return out[:-1] if extra else self._shift(out)
 
     @property
     def supports_cache(self) -> bool:
@@ -138,7 +145,7 @@ class ModelAdapter:
     def refresh(self, tokens: torch.Tensor) -> tuple[torch.Tensor, WindowKVCache]:
         """A full pass that also records every layer's keys/values for later partial passes.
 
-        Returns the same logits as `logits(tokens)` and the recorded cache.
+        Returns the same logits as `logits(tokens)` (all rows) and the recorded cache.
         """
         if not self.supports_cache:
             raise ValueError(f"KV caching needs a natively supported family, not {self.info.family!r}; "
