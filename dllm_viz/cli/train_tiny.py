@@ -1,0 +1,135 @@
+"""`python -m dllm_viz train-tiny`: train or resume the bundled tiny dLLM from the command line.
+
+Argument parsing and progress printing only; the work is `dllm_viz.train.tiny.train`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from dllm_viz.train.config import LOSS_WEIGHTINGS, DataConfig, ModelConfig, TrainConfig
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the `train-tiny` subcommand."""
+    parser = subparsers.add_parser(
+        "train-tiny",
+        help="train (or --resume) the bundled tiny masked-diffusion model on CPU",
+        description="Train the tiny dLLM on synthetic arithmetic + code tasks; the best "
+        "checkpoint (held-out answer-token accuracy) is exported to --export-dir as it improves.",
+    )
+    _add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    d_train, d_data, d_model = TrainConfig(), DataConfig(), ModelConfig()
+    parser.add_argument(
+        "--minutes", type=float, default=d_train.minutes, help="wall-clock budget of this session"
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=d_train.max_steps,
+        help="stop at this global step (0: none)",
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/tiny"), help="checkpoint/log directory"
+    )
+    parser.add_argument(
+        "--export-dir",
+        type=Path,
+        default=None,
+        help="where the best model is exported (default: the bundled dllm_viz/assets/tiny)",
+    )
+    parser.add_argument("--no-export", action="store_true", help="do not export the best model")
+    parser.add_argument("--lr", type=float, default=d_train.lr, help="peak AdamW learning rate")
+    parser.add_argument("--warmup-steps", type=int, default=d_train.warmup_steps)
+    parser.add_argument(
+        "--loss-weighting",
+        choices=LOSS_WEIGHTINGS,
+        default=d_train.loss_weighting,
+        help="'none' (default: measured fastest), LLaDA's 'inv_t', or 'inv_t_clipped'",
+    )
+    parser.add_argument("--eval-every", type=int, default=d_train.eval_every)
+    parser.add_argument("--log-every", type=int, default=d_train.log_every)
+    parser.add_argument("--batch-size", type=int, default=d_data.batch_size)
+    parser.add_argument("--code-fraction", type=float, default=d_data.code_fraction)
+    parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
+    parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
+    parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
+    parser.add_argument("--intermediate-size", type=int, default=d_model.intermediate_size)
+    parser.add_argument("--seed", type=int, default=d_train.seed)
+    parser.add_argument(
+        "--threads", type=int, default=d_train.num_threads, help="max torch threads"
+    )
+    parser.add_argument(
+        "--fixed-threads",
+        action="store_true",
+        help="always use --threads (default: measure 1 vs --threads and use the faster)",
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile the model (slower on 2 cores)"
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
+    data = replace(DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction)
+    model = ModelConfig(
+        hidden_size=args.hidden_size,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        intermediate_size=args.intermediate_size,
+    )
+    return TrainConfig(
+        minutes=args.minutes,
+        max_steps=args.max_steps,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        loss_weighting=args.loss_weighting,
+        eval_every=args.eval_every,
+        log_every=args.log_every,
+        seed=args.seed,
+        num_threads=args.threads,
+        adaptive_threads=not args.fixed_threads,
+        use_compile=args.compile,
+        data=data,
+        model=model,
+    )
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run training for parsed `args`; returns the process exit status."""
+    # Imported here so `python -m dllm_viz --help` does not pay for torch and transformers.
+    from dllm_viz.train.export import ASSETS_DIR
+    from dllm_viz.train.tiny import train
+
+    export_dir = None if args.no_export else (args.export_dir or ASSETS_DIR)
+    try:
+        config = config_from_args(args)
+        summary = train(
+            args.out, config, resume=args.resume, export_dir=export_dir, progress=_print
+        )
+    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"train-tiny: error: {exc}", file=sys.stderr)
+        return 2
+    _print(
+        f"done: step {summary['step']}, {summary['minutes']:.1f} min, "
+        f"best step {summary['best_step']} score {summary['best_score']:.4f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m dllm_viz.cli.train_tiny")
+    _add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -1,0 +1,78 @@
+"""Synthetic task registry: prompt sets, answer extraction and scoring for the tiny model.
+
+`TASKS` maps a task name to its generator/scorer; `load_problems` reads the project's jsonl
+prompt sets (sample_prompts/*.jsonl). Nothing here knows about models or tokenizers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from dllm_viz.tasks.arith import ArithTask, extract_answer
+from dllm_viz.tasks.base import Problem, Split, Task
+from dllm_viz.tasks.code import CodeTask
+
+TASKS: dict[str, Task] = {"arith": ArithTask(), "code": CodeTask()}
+_PROBLEM_FIELDS = frozenset(f.name for f in fields(Problem))
+
+__all__ = [
+    "TASKS",
+    "Problem",
+    "Split",
+    "Task",
+    "dump_problems",
+    "extract_answer",
+    "get_task",
+    "load_problems",
+]
+
+
+def get_task(name: str) -> Task:
+    """The task registered under `name`.
+
+    Raises:
+        ValueError: naming the unknown task and the valid ones.
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def load_problems(path: str | Path) -> list[Problem]:
+    """Read a jsonl prompt set (one Problem per line, as written by `dump_problems`).
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: on a line that is not a JSON object with the Problem fields.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt set {str(path)!r} does not exist")
+    problems = []
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{line_no} is not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
+        unknown = set(record) - _PROBLEM_FIELDS
+        missing = {"task", "problem_id", "prompt", "target", "gold"} - set(record)
+        if unknown or missing:
+            raise ValueError(
+                f"{path}:{line_no} has unknown keys {sorted(unknown)} / "
+                f"missing keys {sorted(missing)}; "
+                f"expected {sorted(_PROBLEM_FIELDS)}"
+            )
+        problems.append(Problem(**record))
+    return problems
+
+
+def dump_problems(problems: list[Problem], path: str | Path) -> None:
+    """Write problems as jsonl (the format `load_problems` reads)."""
+    lines = [json.dumps(asdict(p), ensure_ascii=False) for p in problems]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,234 @@
+"""GSM8K-shaped multi-step arithmetic word problems with one worked line per operation.
+
+Every line restates the numbers it uses and the next line starts from the previous result
+(`12 + 7 = 19\\n19 - 5 = 14\\n#### 14`), so the answer has the newline-delimited, dependent
+structure the decoding papers study. Numbers are kept small so a ~4M-parameter model can learn
+the arithmetic on CPU; difficulty knobs (`min_ops`, `max_ops`, `max_operand`) drive a curriculum.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from dllm_viz.tasks.base import Problem, Split, check_split, split_of
+
+NAMES: tuple[tuple[str, str, str], ...] = (
+    ("Mia", "she", "her"),
+    ("Tom", "he", "his"),
+    ("Ava", "she", "her"),
+    ("Leo", "he", "his"),
+    ("Zoe", "she", "her"),
+    ("Sam", "he", "his"),
+    ("Emma", "she", "her"),
+    ("Ben", "he", "his"),
+    ("Lily", "she", "her"),
+    ("Max", "he", "his"),
+    ("Nora", "she", "her"),
+    ("Omar", "he", "his"),
+    ("Ivy", "she", "her"),
+    ("Jack", "he", "his"),
+    ("Ruby", "she", "her"),
+    ("Ravi", "he", "his"),
+)
+ITEMS: tuple[str, ...] = (
+    "apples",
+    "pencils",
+    "marbles",
+    "stickers",
+    "cookies",
+    "books",
+    "coins",
+    "shells",
+    "cards",
+    "eggs",
+    "candies",
+    "flowers",
+    "stamps",
+    "toys",
+    "oranges",
+    "beads",
+)
+CONTAINERS: tuple[str, ...] = ("boxes", "bags", "packs", "jars", "baskets", "crates")
+FRIENDS: tuple[str, ...] = ("a friend", "a neighbor", "the teacher", "a classmate", "grandma")
+
+ADD_SENTENCES = (
+    "{P} buys {k} more {items}.",
+    "{P} finds {k} more {items}.",
+    "{F} gives {name} {k} more {items}.",
+    "Then {p} gets {k} more.",
+)
+SUB_SENTENCES = (
+    "{P} gives {k} {items} to {f}.",
+    "{P} loses {k} of them.",
+    "{P} sells {k} {items}.",
+    "Then {p} uses {k} of them.",
+)
+MUL_SENTENCES = (
+    "Then {p} ends up with {k} times as many {items}.",
+    "{P} multiplies {poss} {items} so {p} has {k} times as many.",
+)
+DIV_SENTENCES = (
+    "{P} splits them equally into {k} {cont} and keeps one of the {cont}.",
+    "{P} shares them equally among {k} kids, and {p} is one of them.",
+)
+QUESTIONS = (
+    "How many {items} does {name} have now?",
+    "How many {items} does {name} end up with?",
+    "How many {items} does {name} have at the end?",
+)
+MAX_MULTIPLIER = 9
+_ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One operation: `left op right = result` (op is one of + - * /)."""
+
+    left: int
+    op: str
+    right: int
+    result: int
+
+    def line(self) -> str:
+        return f"{self.left} {self.op} {self.right} = {self.result}"
+
+
+def extract_answer(completion: str) -> str | None:
+    """The number after the first `#### ` in a completion, normalised (no commas), or None."""
+    match = _ANSWER_RE.search(completion)
+    if match is None:
+        return None
+    text = match.group(1).replace(",", "")
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _pick_step(rng: random.Random, value: int, max_operand: int, max_result: int) -> _Step:
+    """A random feasible operation on `value` keeping results in [0, max_result]."""
+    choices = ["+"] if value + 1 <= max_result else []
+    if value >= 2:
+        choices.append("-")
+    # Multiplying keeps the left operand small: 2-digit x 1-digit is the hardest product we ask.
+    if 2 * value <= max_result and 1 <= value <= max_operand:
+        choices.append("*")
+    divisors = [k for k in range(2, MAX_MULTIPLIER + 1) if value % k == 0 and value // k >= 1]
+    if divisors:
+        choices.append("/")
+    op = rng.choice(choices)
+    if op == "+":
+        k = rng.randint(2, max(2, min(max_operand, max_result - value)))
+        return _Step(value, "+", k, value + k)
+    if op == "-":
+        k = rng.randint(1, min(max_operand, value - 1))
+        return _Step(value, "-", k, value - k)
+    if op == "*":
+        k = rng.randint(2, min(MAX_MULTIPLIER, max_result // value))
+        return _Step(value, "*", k, value * k)
+    k = rng.choice(divisors)
+    return _Step(value, "/", k, value // k)
+
+
+def _sentence(rng: random.Random, step: _Step, who: dict[str, str]) -> str:
+    templates = {"+": ADD_SENTENCES, "-": SUB_SENTENCES, "*": MUL_SENTENCES, "/": DIV_SENTENCES}
+    text = rng.choice(templates[step.op])
+    return text.format(k=step.right, **who)
+
+
+class ArithTask:
+    """Multi-step arithmetic word problems scored by the number after `####`."""
+
+    name = "arith"
+
+    def generate(
+        self,
+        n: int,
+        *,
+        seed: int,
+        split: Split = "train",
+        min_ops: int = 2,
+        max_ops: int = 4,
+        max_operand: int = 50,
+        max_result: int = 300,
+    ) -> list[Problem]:
+        """`n` distinct problems of `split`, deterministic in all arguments.
+
+        Args:
+            n: number of problems.
+            seed: RNG seed.
+            split: "train" rejects held-out items and vice versa (split by numeric content).
+            min_ops: fewest operations (= worked lines) per problem.
+            max_ops: most operations per problem.
+            max_operand: largest added/subtracted/starting number.
+            max_result: no intermediate result exceeds this.
+        """
+        check_split(split)
+        if not 1 <= min_ops <= max_ops:
+            raise ValueError(
+                f"need 1 <= min_ops <= max_ops, got min_ops={min_ops}, max_ops={max_ops}"
+            )
+        if max_operand < 3 or max_result < max_operand:
+            raise ValueError(
+                f"need max_operand >= 3 and max_result >= max_operand, "
+                f"got max_operand={max_operand}, max_result={max_result}"
+            )
+        rng = random.Random(f"arith:{seed}:{split}")
+        out: list[Problem] = []
+        seen: set[str] = set()
+        while len(out) < n:
+            problem = self._one(rng, min_ops, max_ops, max_operand, max_result)
+            canonical = problem.problem_id
+            if canonical in seen or split_of(canonical) != split:
+                continue
+            seen.add(canonical)
+            out.append(problem)
+        return out
+
+    def _one(
+        self, rng: random.Random, min_ops: int, max_ops: int, max_operand: int, max_result: int
+    ) -> Problem:
+        num_ops = rng.randint(min_ops, max_ops)
+        name, pron, poss = rng.choice(NAMES)
+        items = rng.choice(ITEMS)
+        who = {
+            "name": name,
+            "p": pron,
+            "P": pron.capitalize(),
+            "poss": poss,
+            "items": items,
+            "f": rng.choice(FRIENDS),
+            "F": rng.choice(FRIENDS).capitalize(),
+            "cont": rng.choice(CONTAINERS),
+        }
+        steps: list[_Step] = []
+        if rng.random() < 0.3:
+            groups, each = rng.randint(2, MAX_MULTIPLIER), rng.randint(2, 12)
+            steps.append(_Step(groups, "*", each, groups * each))
+            sentences = [f"{name} has {groups} {who['cont']} with {each} {items} in each."]
+        else:
+            start = rng.randint(2, max_operand)
+            sentences = [f"{name} has {start} {items}."]
+            steps.append(_pick_step(rng, start, max_operand, max_result))
+            sentences.append(_sentence(rng, steps[-1], who))
+        while len(steps) < num_ops:
+            steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result))
+            sentences.append(_sentence(rng, steps[-1], who))
+        sentences.append(rng.choice(QUESTIONS).format(**who))
+        answer = steps[-1].result
+        canonical = "arith|" + ";".join(s.line() for s in steps)
+        return Problem(
+            task=self.name,
+            problem_id=canonical,
+            prompt=" ".join(sentences),
+            target="\n".join([*(s.line() for s in steps), f"#### {answer}"]),
+            gold=str(answer),
+        )
+
+    def score(self, problem: Problem, completion: str) -> bool:
+        """True when the number after `####` equals the gold answer."""
+        answer = extract_answer(completion)
+        return answer is not None and answer == extract_answer(f"#### {problem.gold}")

@@ -1,0 +1,71 @@
+"""The task contract: a `Problem` record and the `Task` protocol every generator/scorer follows.
+
+Also holds the held-out split rule, so every task splits the same way: the split of a problem is
+a pure function of its canonical content, which is what makes train/held-out disjoint by design.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+Split = Literal["train", "heldout"]
+
+# One problem in HELDOUT_BUCKETS out of HASH_BUCKETS is held out. 1/8 keeps enough distinct
+# held-out items for the exported sets while leaving the training space large.
+HASH_BUCKETS = 8
+HELDOUT_BUCKETS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One task instance.
+
+    Attributes:
+        task: task name ("arith" | "code").
+        problem_id: stable id derived from the canonical content.
+        prompt: user text given to the model (before the model's prompt template).
+        target: reference completion used for training (worked solution / function body).
+        gold: arith: the final number as a string; code: hidden test code (asserts).
+        entry_point: code: the function name; arith: None.
+    """
+
+    task: str
+    problem_id: str
+    prompt: str
+    target: str
+    gold: str
+    entry_point: str | None = None
+
+
+class Task(Protocol):
+    """A synthetic task: deterministic generation by seed, and a scorer for completions."""
+
+    name: str
+
+    def generate(self, n: int, *, seed: int, split: Split, **difficulty: int) -> list[Problem]:
+        """`n` distinct problems of `split`, a pure function of the arguments."""
+        ...
+
+    def score(self, problem: Problem, completion: str) -> bool:
+        """Whether `completion` (the model's answer text) solves `problem`."""
+        ...
+
+
+def content_hash(canonical: str) -> str:
+    """Stable hex digest of a problem's canonical content (independent of Python's hash seed)."""
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def split_of(canonical: str) -> Split:
+    """The split a problem belongs to, decided only by its canonical content."""
+    bucket = int(content_hash(canonical)[:8], 16) % HASH_BUCKETS
+    return "heldout" if bucket < HELDOUT_BUCKETS else "train"
+
+
+def check_split(split: str) -> Split:
+    """Validate a split name."""
+    if split not in ("train", "heldout"):
+        raise ValueError(f"`split` must be 'train' or 'heldout', got {split!r}")
+    return split  # type: ignore[return-value]

@@ -1,0 +1,47 @@
+"""Write the project's prompt sets (sample_prompts/*.jsonl) from the held-out split.
+
+`python -m dllm_viz.tasks.export_sets` regenerates them deterministically; the files are
+committed so the app and benchmarks need no generation step.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dllm_viz.tasks import TASKS, Problem, dump_problems
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_prompts"
+HELDOUT_SEED = 2024
+NUM_ARITH = 500
+NUM_CODE = 120
+NUM_DEMO_ARITH = 6
+NUM_DEMO_CODE = 4
+
+
+def heldout_sets() -> dict[str, list[Problem]]:
+    """The held-out arith (2-4 operations) and code sets, plus a small demo mix."""
+    arith = TASKS["arith"].generate(
+        NUM_ARITH, seed=HELDOUT_SEED, split="heldout", min_ops=2, max_ops=4
+    )
+    code = TASKS["code"].generate(NUM_CODE, seed=HELDOUT_SEED, split="heldout")
+    # Demo: short, readable items first (2-3 step arithmetic, multi-line code bodies).
+    demo_arith = [p for p in arith if 2 <= p.target.count("\n") <= 3][:NUM_DEMO_ARITH]
+    demo_code = sorted(code, key=lambda p: -p.target.count("\n"))[:NUM_DEMO_CODE]
+    return {"arith_heldout": arith, "code_heldout": code, "demo": demo_arith + demo_code}
+
+
+def write_sets(out_dir: Path = SAMPLE_DIR) -> list[Path]:
+    """Write every set to `out_dir/<name>.jsonl` and return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, problems in heldout_sets().items():
+        path = out_dir / f"{name}.jsonl"
+        dump_problems(problems, path)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write_sets(Path(sys.argv[1]) if len(sys.argv) > 1 else SAMPLE_DIR):
+        print(written)

@@ -1,0 +1,1 @@
+"""Training code for the bundled tiny dLLM (tokenizer, data, objective, loop, export)."""

@@ -1,0 +1,68 @@
+"""Resumable training state: one `checkpoint.pt` with model, optimizer, config, progress, RNG.
+
+The data stream is a pure function of (seed, step), so the step counter is the data position;
+no data cursor is stored. Writes go to a temp file that replaces the old checkpoint atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dllm_viz.train.config import TrainConfig
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+@dataclass
+class TrainState:
+    """Mutable progress of a run (persisted in the checkpoint).
+
+    Attributes:
+        step: global optimizer steps taken.
+        minutes: total wall time over all sessions.
+        best_score / best_step: best held-out score so far and where (the exported model).
+        history: one record per evaluation (step, minutes, train_loss, score).
+    """
+
+    step: int = 0
+    minutes: float = 0.0
+    best_score: float = -1.0
+    best_step: int = -1
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def save_checkpoint(
+    path: Path,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    config: TrainConfig,
+    state: TrainState,
+) -> None:
+    """Atomically write everything needed to resume."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "config": asdict(config),
+            "state": asdict(state),
+            "torch_rng": torch.get_rng_state(),
+        },
+        tmp,
+    )
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint written by `save_checkpoint` (our own file, hence weights_only=False).
+
+    Raises:
+        FileNotFoundError: naming the missing path and the fix.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint at {path}; start without --resume")
+    return torch.load(path, map_location="cpu", weights_only=False)

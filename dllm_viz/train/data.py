@@ -1,0 +1,146 @@
+"""Training rows for the tiny dLLM: problems -> token rows -> LLaDA-style SFT masking.
+
+A row is `template(prompt) + answer + <eos>...` padded with EOS up to a bucketed total length,
+so the model learns the EOS tail. Every batch is a pure function of (seed, step): resuming at a
+step reproduces the exact data stream without storing a data cursor. Nothing here knows about
+optimisers or checkpoints.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from dllm_viz.tasks import TASKS, Problem
+from dllm_viz.train.config import DataConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+PROMPT_TEMPLATE = "Question: {prompt}\nAnswer:\n"
+# Row lengths are rounded up to a multiple of this, so (compiled or not) few shapes occur.
+LENGTH_QUANTUM = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One masked training batch.
+
+    Attributes:
+        input_ids: rows with masked answer positions replaced by the mask token.
+        labels: the clean rows.
+        is_masked: True where the loss applies (masked answer/EOS positions).
+        is_content: True on answer tokens before the EOS padding (for answer-token accuracy).
+        t: per-row masking probability.
+        answer_len: per-row number of answer+EOS positions (LLaDA's 1/t normaliser).
+    """
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    is_masked: torch.Tensor
+    is_content: torch.Tensor
+    t: torch.Tensor
+    answer_len: torch.Tensor
+
+
+def format_prompt(prompt: str) -> str:
+    """The exact text the model sees before its answer."""
+    return PROMPT_TEMPLATE.format(prompt=prompt)
+
+
+def encode_pairs(
+    tokenizer: PreTrainedTokenizerFast, problems: Sequence[Problem]
+) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, answer ids) per problem, tokenized separately as at inference time."""
+    prompts = tokenizer([format_prompt(p.prompt) for p in problems], add_special_tokens=False)
+    answers = tokenizer([p.target for p in problems], add_special_tokens=False)
+    return list(zip(prompts["input_ids"], answers["input_ids"], strict=True))
+
+
+def bucket_length(needed: int) -> int:
+    """`needed` rounded up to a multiple of LENGTH_QUANTUM."""
+    return -(-needed // LENGTH_QUANTUM) * LENGTH_QUANTUM
+
+
+def build_rows(
+    pairs: Sequence[tuple[list[int], list[int]]], canvas: int, eos_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids, is_answer, is_content) with every row's canvas (answer + EOS tail) >= `canvas`."""
+    needed = max(len(p) + max(canvas, len(a) + 1) for p, a in pairs)
+    total = bucket_length(needed)
+    ids = torch.full((len(pairs), total), eos_id, dtype=torch.long)
+    is_answer = torch.zeros((len(pairs), total), dtype=torch.bool)
+    is_content = torch.zeros((len(pairs), total), dtype=torch.bool)
+    for row, (prompt, answer) in enumerate(pairs):
+        ids[row, : len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+        ids[row, len(prompt) : len(prompt) + len(answer)] = torch.tensor(answer, dtype=torch.long)
+        is_answer[row, len(prompt) :] = True
+        is_content[row, len(prompt) : len(prompt) + len(answer)] = True
+    return ids, is_answer, is_content
+
+
+def mask_rows(
+    ids: torch.Tensor,
+    is_answer: torch.Tensor,
+    is_content: torch.Tensor,
+    mask_id: int,
+    *,
+    generator: torch.Generator,
+    t: torch.Tensor | None = None,
+) -> Batch:
+    """Mask each answer position with its row's probability t (stratified U(0,1) when not given).
+
+    Stratified t (one draw per 1/B slice) keeps every batch covering all noise levels, which
+    lowers gradient variance at no cost. At least one position per row is masked.
+    """
+    num_rows = ids.shape[0]
+    if t is None:
+        offset = torch.rand((), generator=generator)
+        t = ((torch.arange(num_rows) + offset) / num_rows).clamp(1e-3, 1.0)
+        t = t[torch.randperm(num_rows, generator=generator)]
+    draws = torch.rand(ids.shape, generator=generator)
+    is_masked = (draws < t[:, None]) & is_answer
+    # Guarantee a loss term per row: mask the first answer position where nothing got masked.
+    empty = ~is_masked.any(dim=1)
+    first_answer = is_answer.float().argmax(dim=1)
+    is_masked[empty, first_answer[empty]] = True
+    input_ids = torch.where(is_masked, torch.full_like(ids, mask_id), ids)
+    return Batch(input_ids, ids, is_masked, is_content, t, is_answer.sum(dim=1))
+
+
+def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list[Problem], int]:
+    """The problems and canvas length of batch `step` (a pure function of seed and step)."""
+    rng = random.Random(f"batch:{seed}:{step}")
+    num_code = sum(rng.random() < config.code_fraction for _ in range(config.batch_size))
+    batch_seed = rng.getrandbits(62)
+    problems = TASKS["arith"].generate(
+        config.batch_size - num_code,
+        seed=batch_seed,
+        split="train",
+        min_ops=1,
+        max_ops=config.max_ops_at(step),
+        max_operand=config.max_operand,
+    )
+    if num_code:
+        problems += TASKS["code"].generate(num_code, seed=batch_seed, split="train")
+    canvas = rng.choices(config.canvas_lengths, weights=config.canvas_weights)[0]
+    return problems, canvas
+
+
+def training_batch(
+    config: DataConfig,
+    tokenizer: PreTrainedTokenizerFast,
+    ids: dict[str, int],
+    *,
+    seed: int,
+    step: int,
+) -> Batch:
+    """Masked batch number `step` of the deterministic training stream."""
+    problems, canvas = training_problems(config, seed=seed, step=step)
+    rows = build_rows(encode_pairs(tokenizer, problems), canvas, ids["eos_token_id"])
+    generator = torch.Generator().manual_seed((seed * 1_000_003 + step) % (2**31 - 1))
+    return mask_rows(*rows, ids["mask_token_id"], generator=generator)

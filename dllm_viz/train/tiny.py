@@ -1,0 +1,270 @@
+"""Train the bundled tiny dLLM: model construction, LR schedule and the time-budgeted loop.
+
+The loop is budgeted in wall-clock minutes because it runs on shared CPUs against a deadline;
+the cosine decay follows the fraction of the budget used, so every session ends at a low
+learning rate with its best checkpoint exported. Resuming is exact up to the data stream,
+which is a function of the step (see train/checkpoint.py).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from dllm_viz.models.bidirectional import bidirectional_logits, make_bidirectional
+from dllm_viz.tasks import TASKS
+from dllm_viz.train import export
+from dllm_viz.train.checkpoint import (
+    CHECKPOINT_NAME,
+    TrainState,
+    load_checkpoint,
+    save_checkpoint,
+)
+from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
+from dllm_viz.train.data import PROMPT_TEMPLATE, Batch, training_batch
+from dllm_viz.train.objective import heldout_batches, heldout_metrics, masked_loss
+from dllm_viz.train.threads import ThreadTuner
+from dllm_viz.train.tokenizer import load_tokenizer, special_ids, train_tokenizer
+
+Progress = Callable[[str], None]
+TOKENIZER_DIR = "tokenizer"
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "ModelConfig",
+    "Progress",
+    "TrainConfig",
+    "build_model",
+    "lr_at",
+    "train",
+]
+
+
+def build_model(config: ModelConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:
+    """A freshly initialised bidirectional Llama for `tokenizer`'s vocabulary."""
+    ids = special_ids(tokenizer)
+    llama = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads,
+        max_position_embeddings=config.max_positions,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=ids["eos_token_id"],
+        pad_token_id=ids["pad_token_id"],
+        use_cache=False,
+    )
+    llama._attn_implementation = "sdpa"
+    return make_bidirectional(LlamaForCausalLM(llama))
+
+
+def lr_at(config: TrainConfig, *, session_step: int, budget_fraction: float) -> float:
+    """Linear warmup over session steps, then cosine over the used fraction of the time budget."""
+    warm = min(1.0, (session_step + 1) / max(1, config.warmup_steps))
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, budget_fraction)))
+    return config.lr * warm * (config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine)
+
+
+def _tokenizer_for(
+    run_dir: Path, config: TrainConfig, progress: Progress
+) -> PreTrainedTokenizerFast:
+    """Load the run's tokenizer, or train one on a corpus from the training split."""
+    path = run_dir / TOKENIZER_DIR
+    if (path / "tokenizer.json").is_file():
+        return load_tokenizer(str(path))
+    problems = TASKS["arith"].generate(
+        config.tokenizer_problems, seed=config.seed, split="train", min_ops=1, max_ops=4,
+        max_operand=config.data.max_operand,
+    )  # fmt: skip
+    num_code = config.tokenizer_problems // 4
+    problems += TASKS["code"].generate(num_code, seed=config.seed, split="train")
+    texts = [PROMPT_TEMPLATE.format(prompt=p.prompt) for p in problems]
+    tokenizer = train_tokenizer(texts + [p.target for p in problems])
+    tokenizer.save_pretrained(path)
+    progress(f"trained tokenizer: {len(tokenizer)} tokens, specials {special_ids(tokenizer)}")
+    return tokenizer
+
+
+@dataclass
+class _Run:
+    """Everything one session works on."""
+
+    config: TrainConfig
+    model: LlamaForCausalLM
+    forward: torch.nn.Module
+    opt: torch.optim.Optimizer
+    tokenizer: PreTrainedTokenizerFast
+    state: TrainState
+    ckpt_path: Path
+    export_dir: Path | None
+    evals: list[tuple[str, float, Batch]]
+
+
+def _open_run(
+    run_dir: Path, config: TrainConfig, resume: bool, export_dir: Path | None, progress: Progress
+) -> _Run:
+    """Build a fresh run or restore one from its checkpoint (model/data/seed from the file)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = run_dir / CHECKPOINT_NAME
+    saved = load_checkpoint(ckpt_path) if resume else None
+    if saved is not None:
+        old = config_from_dict(saved["config"])
+        config = replace(config, model=old.model, data=old.data, seed=old.seed)
+    elif ckpt_path.exists():
+        raise FileExistsError(
+            f"{ckpt_path} exists; pass --resume to continue it or choose another --out"
+        )
+    tokenizer = _tokenizer_for(run_dir, config, progress)
+    model = build_model(config.model, tokenizer)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(0.9, 0.98), weight_decay=config.weight_decay
+    )
+    state = TrainState()
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        state = TrainState(**saved["state"])
+        torch.set_rng_state(saved["torch_rng"])
+    forward = torch.compile(model, dynamic=False) if config.use_compile else model
+    evals = heldout_batches(
+        tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
+        max_operand=config.data.max_operand,
+    )  # fmt: skip
+    return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals)
+
+
+def _train_step(run: _Run, lr: float) -> tuple[float, int]:
+    """One optimizer step on batch number `run.state.step`; returns (loss, tokens in batch)."""
+    for group in run.opt.param_groups:
+        group["lr"] = lr
+    ids = special_ids(run.tokenizer)
+    batch = training_batch(
+        run.config.data, run.tokenizer, ids, seed=run.config.seed, step=run.state.step
+    )
+    logits = bidirectional_logits(run.forward, batch.input_ids)
+    loss = masked_loss(logits, batch, run.config.loss_weighting)
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.grad_clip)
+    run.opt.step()
+    run.state.step += 1
+    return loss.item(), batch.input_ids.numel()
+
+
+def train(
+    run_dir: str | Path,
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    export_dir: str | Path | None = export.ASSETS_DIR,
+    progress: Progress = lambda line: None,
+) -> dict[str, Any]:
+    """Train (or resume) the tiny model in `run_dir` for `config.minutes` of wall time.
+
+    Args:
+        run_dir: checkpoint and tokenizer directory.
+        config: this session's settings; on resume, model, data and seed come from the
+            checkpoint and everything else (budget, LR, eval cadence) from `config`.
+        resume: continue from `run_dir/checkpoint.pt`.
+        export_dir: where the best model is exported on every improvement (None: never).
+        progress: receives one human-readable line per log event.
+
+    Returns:
+        Summary: final step, total minutes, best step and score, last metrics.
+
+    Raises:
+        FileNotFoundError: `resume` without a checkpoint.
+        FileExistsError: a fresh run into a directory that already has a checkpoint.
+    """
+    run = _open_run(
+        Path(run_dir), config, resume, None if export_dir is None else Path(export_dir), progress
+    )
+    config, state = run.config, run.state
+    num_params = sum(p.numel() for p in run.model.parameters())
+    progress(
+        f"model {num_params / 1e6:.2f}M params, start step {state.step}, "
+        f"budget {config.minutes:.1f} min, loss weighting {config.loss_weighting}"
+    )
+    tuner = ThreadTuner(config.num_threads) if config.adaptive_threads else None
+    if tuner is None:
+        torch.set_num_threads(config.num_threads)
+    stop = {"now": False}
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    start, first_step, minutes_before = time.time(), state.step, state.minutes
+    losses: list[float] = []
+    last_log, metrics = start, {}
+    try:
+        while True:
+            fraction = (time.time() - start) / (60 * config.minutes)
+            capped = bool(config.max_steps) and state.step >= config.max_steps
+            done = fraction >= 1.0 or stop["now"] or capped
+            if state.step > first_step and (state.step % config.eval_every == 0 or done):
+                state.minutes = minutes_before + (time.time() - start) / 60
+                metrics = _evaluate_and_save(run, losses, progress)
+                losses = []
+            if done:
+                break
+            lr = lr_at(config, session_step=state.step - first_step, budget_fraction=fraction)
+            step_start = time.time()
+            loss, tokens = _train_step(run, lr)
+            losses.append(loss)
+            if tuner is not None:
+                tuner.observe(time.time() - step_start, tokens)
+            if state.step % config.log_every == 0:
+                now = time.time()
+                recent = losses[-config.log_every :]
+                progress(
+                    f"step {state.step} | loss {sum(recent) / len(recent):.4f} | lr {lr:.2e} | "
+                    f"{(now - last_log) / config.log_every:.2f} s/step | "
+                    f"max_ops {config.data.max_ops_at(state.step)} | "
+                    f"threads {torch.get_num_threads()} | "
+                    f"{minutes_before + (now - start) / 60:.1f} min"
+                )
+                last_log = now
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return {
+        "step": state.step, "minutes": state.minutes, "best_step": state.best_step,
+        "best_score": state.best_score, "metrics": metrics,
+    }  # fmt: skip
+
+
+def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> dict[str, float]:
+    """Evaluate on the held-out batches, export on improvement, and checkpoint."""
+    state = run.state
+    metrics = heldout_metrics(run.model, run.evals)
+    train_loss = sum(losses) / len(losses) if losses else float("nan")
+    state.history.append(
+        {"step": state.step, "minutes": state.minutes, "train_loss": train_loss,
+         "score": metrics["score"]}
+    )  # fmt: skip
+    improved = metrics["score"] > state.best_score
+    if improved:
+        state.best_score, state.best_step = metrics["score"], state.step
+    shown = " ".join(
+        f"{k}={v:.3f}" for k, v in sorted(metrics.items()) if "@0.5" in k or "@1.0" in k
+    )
+    progress(
+        f"eval step {state.step} | score {metrics['score']:.4f}"
+        f"{' (best)' if improved else ''} | {shown}"
+    )
+    if improved and run.export_dir is not None:
+        card = export.training_card(run.model, run.config, state)
+        export.export_model(
+            run.model, run.tokenizer, run.export_dir, steps=state.step, minutes=state.minutes,
+            card=card,
+        )  # fmt: skip
+        progress(f"exported step {state.step} to {run.export_dir}")
+    save_checkpoint(run.ckpt_path, run.model, run.opt, run.config, state)
+    return metrics

@@ -1,0 +1,91 @@
+"""Arithmetic task: deterministic generation, disjoint splits, worked-solution shape, scoring."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dllm_viz.tasks import get_task
+from dllm_viz.tasks.arith import ArithTask, extract_answer
+from dllm_viz.tasks.base import split_of
+
+LINE_RE = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)$")
+
+
+def test_generation_is_deterministic_by_seed() -> None:
+    task = ArithTask()
+    assert task.generate(50, seed=3, split="train") == task.generate(50, seed=3, split="train")
+    assert task.generate(50, seed=3, split="train") != task.generate(50, seed=4, split="train")
+
+
+def test_train_and_heldout_never_overlap() -> None:
+    task = ArithTask()
+    heldout = task.generate(300, seed=0, split="heldout", min_ops=1, max_ops=2, max_operand=10)
+    train = task.generate(3000, seed=0, split="train", min_ops=1, max_ops=2, max_operand=10)
+    assert {p.problem_id for p in heldout}.isdisjoint(p.problem_id for p in train)
+    assert all(split_of(p.problem_id) == "heldout" for p in heldout)
+    assert all(split_of(p.problem_id) == "train" for p in train)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), max_ops=st.integers(1, 4))
+def test_each_line_uses_the_previous_result(seed: int, max_ops: int) -> None:
+    (problem,) = ArithTask().generate(1, seed=seed, split="train", min_ops=1, max_ops=max_ops)
+    *lines, final = problem.target.split("\n")
+    assert 1 <= len(lines) <= max_ops
+    previous = None
+    for line in lines:
+        left, op, right, result = LINE_RE.match(line).groups()  # type: ignore[union-attr]
+        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
+        if op == "/":
+            assert int(left) % int(right) == 0
+        if previous is not None:
+            assert int(left) == previous
+        assert 0 <= int(result) <= 300
+        previous = int(result)
+    assert final == f"#### {previous}" and problem.gold == str(previous)
+    assert problem.task == "arith" and problem.entry_point is None
+
+
+def test_difficulty_knobs_bound_operations_and_operands() -> None:
+    problems = ArithTask().generate(200, seed=1, split="train", min_ops=2, max_ops=2, max_operand=9)
+    assert all(p.target.count("\n") == 2 for p in problems)
+    starts = [int(p.target.split(" ")[0]) for p in problems if "with" not in p.prompt]
+    assert max(starts) <= 9
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("3 + 4 = 7\n#### 7", "7"),
+        ("#### 1,234", "1234"),
+        ("#### -5", "-5"),
+        ("####12<eos>", "12"),
+        ("#### 7.0", "7"),
+        ("#### 2.5", "2.5"),
+        ("no answer here", None),
+        ("#### ", None),
+        ("#### 4\n#### 9", "4"),
+    ],
+)
+def test_extract_answer_edge_cases(completion: str, expected: str | None) -> None:
+    assert extract_answer(completion) == expected
+
+
+def test_score_compares_final_number_to_gold() -> None:
+    task = get_task("arith")
+    (problem,) = task.generate(1, seed=0, split="heldout")
+    assert task.score(problem, problem.target)
+    assert task.score(problem, f"wrong work\n#### {problem.gold}")
+    assert not task.score(problem, f"#### {int(problem.gold) + 1}")
+    assert not task.score(problem, problem.target.replace("####", "##"))
+
+
+def test_invalid_difficulty_names_the_value() -> None:
+    with pytest.raises(ValueError, match="min_ops=3, max_ops=2"):
+        ArithTask().generate(1, seed=0, split="train", min_ops=3, max_ops=2)
+    with pytest.raises(ValueError, match="'test'"):
+        ArithTask().generate(1, seed=0, split="test")  # type: ignore[arg-type]

@@ -1,0 +1,169 @@
+"""Tiny-model training: masking, loss, schedule, and a few real steps that checkpoint and resume."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+from dllm_viz.cli import train_tiny as cli
+from dllm_viz.tasks import TASKS
+from dllm_viz.train.data import DataConfig, build_rows, encode_pairs, mask_rows, training_batch
+from dllm_viz.train.objective import masked_loss
+from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, lr_at, train
+from dllm_viz.train.tokenizer import special_ids, train_tokenizer
+
+TINY = TrainConfig(
+    minutes=5,
+    max_steps=3,
+    eval_every=3,
+    eval_arith=8,
+    eval_code=4,
+    log_every=1,
+    warmup_steps=2,
+    tokenizer_problems=300,
+    data=DataConfig(batch_size=4),
+    model=ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerFast:
+    problems = TASKS["arith"].generate(200, seed=0, split="train") + TASKS["code"].generate(
+        50, seed=0, split="train"
+    )
+    return train_tokenizer(
+        [p.prompt for p in problems] + [p.target for p in problems], vocab_size=400
+    )
+
+
+def test_masking_never_touches_the_prompt(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = special_ids(tokenizer)
+    pairs = encode_pairs(tokenizer, TASKS["arith"].generate(8, seed=1, split="train"))
+    rows, is_answer, is_content = build_rows(pairs, 64, ids["eos_token_id"])
+    assert rows.shape[1] % 16 == 0
+    assert all(int(is_answer[i].sum()) >= 64 for i in range(len(pairs)))
+    batch = mask_rows(
+        rows,
+        is_answer,
+        is_content,
+        ids["mask_token_id"],
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert not (batch.is_masked & ~is_answer).any()
+    assert batch.is_masked.any(dim=1).all()
+    assert torch.equal(batch.input_ids == ids["mask_token_id"], batch.is_masked)
+    full = mask_rows(
+        rows,
+        is_answer,
+        is_content,
+        ids["mask_token_id"],
+        generator=torch.Generator(),
+        t=torch.ones(len(pairs)),
+    )
+    assert torch.equal(full.is_masked, is_answer)
+
+
+def test_batches_are_a_function_of_seed_and_step(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids, config = special_ids(tokenizer), DataConfig(batch_size=6)
+    first = training_batch(config, tokenizer, ids, seed=0, step=7)
+    again = training_batch(config, tokenizer, ids, seed=0, step=7)
+    other = training_batch(config, tokenizer, ids, seed=0, step=8)
+    assert torch.equal(first.input_ids, again.input_ids) and torch.equal(first.t, again.t)
+    assert first.input_ids.shape != other.input_ids.shape or not torch.equal(
+        first.input_ids, other.input_ids
+    )
+
+
+def test_loss_weightings(tokenizer: PreTrainedTokenizerFast) -> None:
+    batch = training_batch(
+        DataConfig(batch_size=4), tokenizer, special_ids(tokenizer), seed=0, step=0
+    )
+    logits = torch.randn(*batch.input_ids.shape, len(tokenizer))
+    ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.labels, reduction="none")
+    assert masked_loss(logits, batch, "none").item() == pytest.approx(
+        ce[batch.is_masked].mean().item(), rel=1e-5
+    )
+    weighted = [masked_loss(logits, batch, w).item() for w in ("inv_t", "inv_t_clipped")]
+    assert all(math.isfinite(w) for w in weighted) and weighted[1] <= weighted[0] + 1e-6
+    with pytest.raises(ValueError, match="'squared'"):
+        masked_loss(logits, batch, "squared")  # type: ignore[arg-type]
+
+
+def test_lr_warms_up_then_decays_to_floor() -> None:
+    config = TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_at(config, session_step=0, budget_fraction=0.0) < lr_at(
+        config, session_step=9, budget_fraction=0.0
+    )
+    assert lr_at(config, session_step=50, budget_fraction=0.0) == pytest.approx(1e-3)
+    assert lr_at(config, session_step=50, budget_fraction=1.0) == pytest.approx(1e-4)
+
+
+def test_trains_exports_and_resumes(tmp_path: Path) -> None:
+    run_dir, export_dir, lines = tmp_path / "run", tmp_path / "export", []
+    first = train(run_dir, TINY, export_dir=export_dir, progress=lines.append)
+    assert first["step"] == 3 and (run_dir / CHECKPOINT_NAME).is_file()
+    losses = [
+        float(line.split("loss ")[1].split(" ")[0]) for line in lines if line.startswith("step ")
+    ]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+
+    config = json.loads((export_dir / "config.json").read_text())["dllm_viz"]
+    tok = PreTrainedTokenizerFast.from_pretrained(export_dir)
+    assert (
+        config["mask_token_id"] == tok.mask_token_id and config["eos_token_id"] == tok.eos_token_id
+    )
+    assert "{prompt}" in config["prompt_template"] and config["delimiters"] == ["\n"]
+    assert config["trained_steps"] == 3 and (export_dir / "MODEL_CARD.md").is_file()
+    model = AutoModelForCausalLM.from_pretrained(export_dir)
+    assert model.config.vocab_size == len(tok)
+
+    with pytest.raises(FileExistsError, match="--resume"):
+        train(run_dir, TINY, export_dir=None)
+    second = train(
+        run_dir, replace(TINY, max_steps=5), resume=True, export_dir=None, progress=lines.append
+    )
+    assert second["step"] == 5
+    assert any(line.startswith("model ") and "start step 3" in line for line in lines)
+    saved = torch.load(run_dir / CHECKPOINT_NAME, weights_only=False)
+    assert saved["state"]["step"] == 5 and [h["step"] for h in saved["state"]["history"]] == [3, 5]
+
+
+def test_resume_without_checkpoint_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="without --resume"):
+        train(tmp_path, TINY, resume=True, export_dir=None)
+
+
+def test_cli_registers_train_tiny_subcommand() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(
+        ["train-tiny", "--minutes", "3", "--resume", "--loss-weighting", "inv_t"]
+    )
+    assert args.func is cli.run and args.resume and args.minutes == 3
+    assert cli.config_from_args(args).loss_weighting == "inv_t"
+
+
+def test_thread_tuner_probes_both_settings_then_runs_the_faster() -> None:
+    from dllm_viz.train import threads
+
+    before = torch.get_num_threads()
+    try:
+        tuner = threads.ThreadTuner(max_threads=2)
+        seen = []
+        for _ in range(threads.PROBE_STEPS * 2 + 1):
+            seen.append(tuner.current)
+            # Pretend 1 thread is three times faster per token (a contended machine).
+            tuner.observe(1.0 if tuner.current == 1 else 3.0, tokens=100)
+        assert seen[0] == 2 and seen[threads.PROBE_STEPS] == 1
+        assert tuner.current == 1 and torch.get_num_threads() == 1
+        with pytest.raises(ValueError, match="max_threads"):
+            threads.ThreadTuner(max_threads=0)
+    finally:
+        torch.set_num_threads(before)
