@@ -167,3 +167,21 @@ def test_thread_tuner_probes_both_settings_then_runs_the_faster() -> None:
             threads.ThreadTuner(max_threads=0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_warm_start_from_an_export_continues_its_step_and_weights(tmp_path: Path) -> None:
+    """A later session without the gitignored checkpoint continues from the committed export."""
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    section = json.loads((export_dir / "config.json").read_text())["dllm_viz"]
+    assert section["trained_steps"] == 3 and section["history"] and section["best_score"] > -1
+    exported = AutoModelForCausalLM.from_pretrained(export_dir).state_dict()
+    lines: list[str] = []
+    summary = train(tmp_path / "second", replace(TINY, max_steps=4), export_dir=None, progress=lines.append,
+                    init_from=export_dir)
+    assert summary["step"] == 4
+    assert any("warm start" in line and "step 3" in line for line in lines)
+    saved = torch.load(tmp_path / "second" / CHECKPOINT_NAME, weights_only=False)
+    assert [h["step"] for h in saved["state"]["history"]] == [3, 4]
+    moved = sum((saved["model"][k] - v).abs().sum().item() for k, v in exported.items())
+    assert 0 < moved < sum(v.abs().sum().item() for v in exported.values())  # one step away, not re-initialised

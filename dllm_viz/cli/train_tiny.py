@@ -38,6 +38,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     parser.add_argument(
+        "--init-from", type=Path, default=None,
+        help="without a checkpoint in OUT, warm-start from an exported model directory "
+        "(e.g. dllm_viz/assets/tiny): its weights, tokenizer, sizes and step counter",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path("runs/tiny"), help="checkpoint/log directory"
     )
     parser.add_argument(
@@ -116,8 +121,10 @@ def run(args: argparse.Namespace) -> int:
     export_dir = None if args.no_export else (args.export_dir or ASSETS_DIR)
     try:
         config = config_from_args(args)
+        resume = args.resume and (Path(args.out) / "checkpoint.pt").is_file() if args.init_from else args.resume
         summary = train(
-            args.out, config, resume=args.resume, export_dir=export_dir, progress=_print
+            args.out, config, resume=resume, export_dir=export_dir, progress=_print,
+            init_from=args.init_from,
         )
     except (ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f"train-tiny: error: {exc}", file=sys.stderr)

@@ -27,10 +27,14 @@ DELIMITERS: tuple[str, ...] = ("\n",)
 
 
 def dllm_viz_section(
-    tokenizer: PreTrainedTokenizerFast, *, steps: int, minutes: float
+    tokenizer: PreTrainedTokenizerFast, *, steps: int, minutes: float, state: TrainState | None = None
 ) -> dict[str, Any]:
-    """The extra config.json section the tiny-model adapter reads."""
-    return {
+    """The extra config.json section the tiny-model adapter reads.
+
+    `best_score` and `history` let a later session warm-start from the exported model
+    (`train-tiny --init-from`) when the gitignored checkpoint is gone.
+    """
+    section: dict[str, Any] = {
         "family": "tiny",
         **special_ids(tokenizer),
         "prompt_template": PROMPT_TEMPLATE,
@@ -39,6 +43,10 @@ def dllm_viz_section(
         "train_minutes": round(minutes, 1),
         "trained_on": "cpu (2 cores)",
     }
+    if state is not None:
+        section["best_score"] = state.best_score
+        section["history"] = state.history
+    return section
 
 
 def export_model(
@@ -49,6 +57,7 @@ def export_model(
     steps: int,
     minutes: float,
     card: str,
+    state: TrainState | None = None,
 ) -> Path:
     """Atomically replace `out_dir` with the HF-format model, tokenizer and MODEL_CARD.md."""
     out_dir = Path(out_dir)
@@ -60,7 +69,7 @@ def export_model(
         tokenizer.save_pretrained(tmp)
         config_path = tmp / "config.json"
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        config["dllm_viz"] = dllm_viz_section(tokenizer, steps=steps, minutes=minutes)
+        config["dllm_viz"] = dllm_viz_section(tokenizer, steps=steps, minutes=minutes, state=state)
         config_path.write_text(
             json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )

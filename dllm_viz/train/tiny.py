@@ -8,6 +8,7 @@ which is a function of the step (see train/checkpoint.py).
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import time
@@ -111,10 +112,33 @@ class _Run:
     evals: list[tuple[str, float, Batch]]
 
 
+def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[TrainConfig, TrainState]:
+    """Seed `run_dir` from an exported model: its tokenizer, sizes, step counter and history.
+
+    For sessions whose gitignored checkpoint is gone: the weights come from the export (see
+    `_open_run`), the optimizer starts fresh (each session warms its learning rate up anyway),
+    and the data stream continues at the exported step because batches are a function of it.
+    """
+    raw = json.loads((init_from / "config.json").read_text(encoding="utf-8"))
+    section = raw.get("dllm_viz") or {}
+    if section.get("family") != "tiny":
+        raise ValueError(f"{str(init_from)!r} is not an exported tiny model (no dllm_viz family 'tiny')")
+    load_tokenizer(str(init_from)).save_pretrained(str(run_dir / TOKENIZER_DIR))
+    model = ModelConfig(hidden_size=raw["hidden_size"], num_layers=raw["num_hidden_layers"],
+                        num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
+                        max_positions=raw["max_position_embeddings"])
+    steps = int(section.get("trained_steps", 0))
+    state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
+                       best_score=float(section.get("best_score", -1.0)), best_step=steps,
+                       history=list(section.get("history", [])))
+    return replace(config, model=model), state
+
+
 def _open_run(
-    run_dir: Path, config: TrainConfig, resume: bool, export_dir: Path | None, progress: Progress
+    run_dir: Path, config: TrainConfig, resume: bool, export_dir: Path | None, progress: Progress,
+    init_from: Path | None = None,
 ) -> _Run:
-    """Build a fresh run or restore one from its checkpoint (model/data/seed from the file)."""
+    """Build a fresh run, restore one from its checkpoint, or warm-start from an export."""
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / CHECKPOINT_NAME
     saved = load_checkpoint(ckpt_path) if resume else None
@@ -125,12 +149,19 @@ def _open_run(
         raise FileExistsError(
             f"{ckpt_path} exists; pass --resume to continue it or choose another --out"
         )
+    state = TrainState()
+    if saved is None and init_from is not None:
+        config, state = _warm_start(init_from, run_dir, config)
     tokenizer = _tokenizer_for(run_dir, config, progress)
     model = build_model(config.model, tokenizer)
+    if saved is None and init_from is not None:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(init_from / "model.safetensors")))
+        progress(f"warm start from {init_from} at step {state.step}")
     opt = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, 0.98), weight_decay=config.weight_decay
     )
-    state = TrainState()
     if saved is not None:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
@@ -169,6 +200,7 @@ def train(
     resume: bool = False,
     export_dir: str | Path | None = export.ASSETS_DIR,
     progress: Progress = lambda line: None,
+    init_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) the tiny model in `run_dir` for `config.minutes` of wall time.
 
@@ -177,6 +209,7 @@ def train(
         config: this session's settings; on resume, model, data and seed come from the
             checkpoint and everything else (budget, LR, eval cadence) from `config`.
         resume: continue from `run_dir/checkpoint.pt`.
+        init_from: without a checkpoint, warm-start from this exported model directory.
         export_dir: where the best model is exported on every improvement (None: never).
         progress: receives one human-readable line per log event.
 
@@ -188,7 +221,8 @@ def train(
         FileExistsError: a fresh run into a directory that already has a checkpoint.
     """
     run = _open_run(
-        Path(run_dir), config, resume, None if export_dir is None else Path(export_dir), progress
+        Path(run_dir), config, resume, None if export_dir is None else Path(export_dir), progress,
+        None if init_from is None else Path(init_from),
     )
     config, state = run.config, run.state
     num_params = sum(p.numel() for p in run.model.parameters())
@@ -263,7 +297,7 @@ def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> di
         card = export.training_card(run.model, run.config, state)
         export.export_model(
             run.model, run.tokenizer, run.export_dir, steps=state.step, minutes=state.minutes,
-            card=card,
+            card=card, state=state,
         )  # fmt: skip
         progress(f"exported step {state.step} to {run.export_dir}")
     save_checkpoint(run.ckpt_path, run.model, run.opt, run.config, state)
