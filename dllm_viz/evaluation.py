@@ -14,7 +14,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.tasks import Problem, get_task, load_problems
+from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
@@ -71,6 +71,20 @@ def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
     path = SAMPLE_DIR / f"{task}_heldout.jsonl"
     problems = load_problems(path)
     return problems if n is None else problems[:n]
+
+
+def task_problems(task: str, n: int | None = None, data: str | Path | None = None) -> list[Problem]:
+    """Problems of any task: synthetic held-out sets, or GSM8K / HumanEval from `data`.
+
+    Raises:
+        ValueError: a real benchmark without a data file.
+    """
+    if task in ("gsm8k", "humaneval"):
+        if data is None:
+            raise ValueError(f"task {task!r} needs its data file: pass --data PATH "
+                             "(e.g. ../shared/data/gsm8k_test.jsonl or HumanEval.jsonl.gz)")
+        return load_gsm8k(data, n=n) if task == "gsm8k" else load_humaneval(data, n=n)
+    return heldout_problems(task, n)
 
 
 def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,

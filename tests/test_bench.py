@@ -55,7 +55,7 @@ def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import dllm_viz.evaluation as evaluation
 
-    monkeypatch.setattr(evaluation, "heldout_problems", lambda task, n=None: PROBLEMS[:n])
+    monkeypatch.setattr(evaluation, "task_problems", lambda task, n=None, data=None: PROBLEMS[:n])
     out = tmp_path / "rows.csv"
     status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--n", "2", "--policies",
                    "dense,threshold", "--caches", "none,dual", "--gen-length", "16", "--block-length", "8",

@@ -15,7 +15,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "bench", help="compare policies against the dense baseline on a prompt set",
         description="Run every configuration over the same prompts in one process and print accuracy, NFE, "
                     "speedups vs dense, tokens/s, agreement with dense and policy overhead.")
-    parser.add_argument("--tasks", default="arith", help="comma-separated tasks: arith,code (default: arith)")
+    parser.add_argument("--tasks", default="arith",
+                        help="comma-separated tasks: arith,code,gsm8k,humaneval (default: arith)")
+    parser.add_argument("--data", type=Path, action="append", default=None,
+                        help="data file for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
     parser.add_argument("--policies", default="dense,threshold",
                         help="comma-separated configurations, components joined by '+', e.g. "
@@ -32,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
     from dllm_viz.bench import parse_config, run_bench, summarize_bench
-    from dllm_viz.evaluation import heldout_problems
+    from dllm_viz.evaluation import task_problems
     from dllm_viz.models import load
 
     if args.n < 1:
@@ -51,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
     config = decode_config(args)
     for pipeline in configs.values():
         pipeline.validate(config.gen_length)
-    problems = [p for task in args.tasks.split(",") for p in heldout_problems(task.strip(), args.n)]
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    files = iter(args.data or [])
+    problems = [p for task in tasks
+                for p in task_problems(task, args.n, next(files, None) if task in ("gsm8k", "humaneval") else None)]
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     total = len(problems) * len(configs)
     done = 0

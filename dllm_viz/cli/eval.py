@@ -18,7 +18,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval", help="accuracy of a policy on a held-out prompt set",
         description="Decode a prompt set with one policy and score every completion.")
-    parser.add_argument("--task", choices=["arith", "code"], default="arith", help="task (default: arith)")
+    parser.add_argument("--task", choices=["arith", "code", "gsm8k", "humaneval"], default="arith",
+                        help="task (default: arith); gsm8k and humaneval need --data")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="GSM8K jsonl or HumanEval jsonl(.gz) file for --task gsm8k / humaneval")
     parser.add_argument("--split", choices=["heldout"], default="heldout",
                         help="which bundled set: heldout (sample_prompts/<task>_heldout.jsonl)")
     parser.add_argument("--prompts", type=Path, default=None, help="a jsonl prompt set instead of the bundled one")
@@ -32,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the summary line; returns the exit status."""
-    from dllm_viz.evaluation import evaluate, heldout_problems, summarize
+    from dllm_viz.evaluation import evaluate, summarize, task_problems
     from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
 
@@ -40,8 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)
-    problems = load_problems(args.prompts) if args.prompts else heldout_problems(args.task)
-    problems = problems[: args.n] if args.n else problems
+    problems = load_problems(args.prompts)[: args.n] if args.prompts else task_problems(args.task, args.n, args.data)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     correct = 0
 

@@ -13,8 +13,11 @@ from pathlib import Path
 from dllm_viz.tasks.arith import ArithTask, extract_answer
 from dllm_viz.tasks.base import Problem, Split, Task
 from dllm_viz.tasks.code import CodeTask
+from dllm_viz.tasks.gsm8k import Gsm8kTask, load_gsm8k
+from dllm_viz.tasks.humaneval import HumanEvalTask, load_humaneval
 
-TASKS: dict[str, Task] = {"arith": ArithTask(), "code": CodeTask()}
+TASKS: dict[str, Task] = {"arith": ArithTask(), "code": CodeTask(), "gsm8k": Gsm8kTask(),
+                          "humaneval": HumanEvalTask()}
 _PROBLEM_FIELDS = frozenset(f.name for f in fields(Problem))
 
 __all__ = [
@@ -25,6 +28,8 @@ __all__ = [
     "dump_problems",
     "extract_answer",
     "get_task",
+    "load_gsm8k",
+    "load_humaneval",
     "load_problems",
 ]
 

@@ -1,0 +1,71 @@
+"""HumanEval from a local (optionally gzipped) jsonl file, scored pass@1 in our sandbox.
+
+Post-processing as Fast-dLLM/AdaBlock do (ALGORITHMS.md §8.2): if the completion holds a
+```python block, take its contents; if that code defines the entry point itself, run it after
+the prompt's imports, otherwise append it to the prompt. Then the task's `check` runs on the
+entry point inside the sandbox (subprocess, timeout, no network).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.sandbox import run_sandboxed
+
+TIMEOUT_S = 10.0
+_FENCE = re.compile(r"```(?:python|py)?\n(.*?)(?:```|$)", re.DOTALL)
+
+
+def load_humaneval(path: str | Path, *, n: int | None = None) -> list[Problem]:
+    """HumanEval problems (task_id, prompt, canonical_solution, test, entry_point).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a record lacks a HumanEval field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"HumanEval file {str(path)!r} does not exist; pass the path to HumanEval.jsonl.gz")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+        records = [json.loads(line) for line in handle if line.strip()]
+    problems = []
+    for record in records:
+        missing = {"task_id", "prompt", "canonical_solution", "test", "entry_point"} - set(record)
+        if missing:
+            raise ValueError(f"{path}: record {record.get('task_id', '?')!r} lacks {sorted(missing)}")
+        problems.append(Problem(task="humaneval", problem_id=record["task_id"], prompt=record["prompt"],
+                                target=record["canonical_solution"], gold=record["test"],
+                                entry_point=record["entry_point"]))
+    return problems if n is None else problems[:n]
+
+
+def program(problem: Problem, completion: str) -> str:
+    """The code the sandbox runs for a completion."""
+    fenced = _FENCE.search(completion)
+    code = fenced.group(1) if fenced else completion
+    if problem.entry_point and re.search(rf"^def {re.escape(problem.entry_point)}\(", code, re.MULTILINE):
+        imports = "\n".join(line for line in problem.prompt.splitlines() if line.startswith(("import ", "from ")))
+        body = f"{imports}\n{code}"
+    else:
+        body = problem.prompt + code
+    return f"{body}\n\n{problem.gold}\n\ncheck({problem.entry_point})\n"
+
+
+@dataclass(frozen=True)
+class HumanEvalTask:
+    """pass@1 scorer for HumanEval problems (loaded from a file, never generated)."""
+
+    name: str = "humaneval"
+
+    def generate(self, n: int, *, seed: int, split: Split, **difficulty: int) -> list[Problem]:
+        raise ValueError("humaneval is a real benchmark, not generated: load it with load_humaneval(path)")
+
+    def score(self, problem: Problem, completion: str) -> bool:
+        """True when the completed function passes the task's tests in the sandbox."""
+        return run_sandboxed(program(problem, completion), timeout_s=TIMEOUT_S).passed

@@ -1,0 +1,85 @@
+"""GSM8K and HumanEval loaders and scorers on the shared data files (no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dllm_viz.tasks import get_task, load_gsm8k, load_humaneval
+from dllm_viz.tasks.gsm8k import flexible_extract, gold_answer, strict_match
+from dllm_viz.tasks.humaneval import program
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not (DATA / "gsm8k_test.jsonl").is_file(), reason="../shared/data is absent")
+
+
+@pytest.mark.parametrize(("completion", "strict", "flexible"), [
+    ("She pays 5 * 2 = 10.\n#### 10", "10", "10"),
+    ("#### 1,234\n", "1234", "1234"),
+    ("The total is $1,234.", None, "1234"),
+    ("#### -7", "-7", "-7"),
+    ("First 3 then 4 and finally 12.", None, "12"),
+    ("no number here", None, None),
+    ("#### 5\nQuestion: next one #### 9", "5", "5"),
+    ("It costs $3.50.", None, "3.50"),
+])
+def test_gsm8k_extraction_edge_cases(completion: str, strict: str | None, flexible: str | None) -> None:
+    assert strict_match(completion) == strict
+    assert flexible_extract(completion) == flexible
+
+
+def test_gold_answer_needs_the_marker() -> None:
+    assert gold_answer("... so 3 + 4 = 7\n#### 7") == "7"
+    with pytest.raises(ValueError, match="####"):
+        gold_answer("no marker")
+
+
+@needs_data
+def test_gsm8k_loader_builds_five_shot_prompts_and_scores() -> None:
+    problems = load_gsm8k(DATA / "gsm8k_test.jsonl", n=3)
+    assert len(problems) == 3 and problems[0].problem_id == "gsm8k/5"
+    assert problems[0].prompt.count("Question:") == 6 and problems[0].prompt.endswith("Answer:")
+    task = get_task("gsm8k")
+    assert task.score(problems[0], problems[0].target)
+    assert not task.score(problems[0], "#### 123456789")
+    assert task.score_both(problems[0], f"so the answer is {problems[0].gold}.") == {"strict": False, "flexible": True}
+
+
+@needs_data
+def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail() -> None:
+    problems = load_humaneval(DATA / "HumanEval.jsonl.gz", n=3)
+    task = get_task("humaneval")
+    assert [task.score(p, p.target) for p in problems] == [True, True, True]
+    assert not task.score(problems[0], "    return None\n")
+    fenced = f"Here it is:\n```python\n{problems[1].prompt}{problems[1].target}```\n"
+    assert task.score(problems[1], fenced)  # a full function inside a code fence
+
+
+def test_humaneval_program_appends_body_or_uses_a_full_definition() -> None:
+    from dllm_viz.tasks import Problem
+
+    p = Problem(task="humaneval", problem_id="x", prompt="import math\ndef f(x):\n", target="", gold="def check(c):\n    assert c(4) == 2\n", entry_point="f")
+    assert program(p, "    return math.isqrt(x)\n").startswith("import math\ndef f(x):\n    return")
+    full = program(p, "```python\ndef f(x):\n    return 2\n```")
+    assert full.startswith("import math\ndef f(x):\n    return 2") and full.rstrip().endswith("check(f)")
+
+
+def test_real_benchmarks_are_not_generated() -> None:
+    with pytest.raises(ValueError, match="load_gsm8k"):
+        get_task("gsm8k").generate(1, seed=0, split="heldout")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_humaneval("/no/such/HumanEval.jsonl.gz")
+
+
+@needs_data
+def test_eval_cli_reads_gsm8k_from_a_path(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dllm_viz.cli import main
+
+    status = main(["eval", "--model", str(tiny_dir), "--device", "cpu", "--task", "gsm8k", "--data",
+                   str(DATA / "gsm8k_test.jsonl"), "--n", "1", "--gen-length", "16", "--block-length", "16",
+                   "--quiet"])
+    assert status == 2  # 5-shot GSM8K prompts exceed the test model's 512-token context
+    assert "exceeds the model's context" in capsys.readouterr().err
+    assert main(["eval", "--model", str(tiny_dir), "--device", "cpu", "--task", "gsm8k", "--n", "1"]) == 2
+    assert "--data" in capsys.readouterr().err
