@@ -10,9 +10,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from checkpoints import build_tiny  # noqa: E402
+from checkpoints import build_tiny
 
-from dllm_viz.models import ModelAdapter, load  # noqa: E402
+from dllm_viz.models import ModelAdapter, load
 
 # The test models are tiny: one thread is as fast as two, and it keeps OpenMP from
 # spinning against a concurrent job (a training run, a second pytest) on a 2-core box.
@@ -52,11 +52,12 @@ def controller_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     from dllm_viz.train.controller import ControllerConfig, filter_examples, save_controller, train, tspd_sequences
 
     adapter = ToyAdapter()
-    traces = [decode(adapter, [3 + i, 4], Pipeline.from_names("fixed_steps", block_length=8), DecodeConfig(gen_length=32))
-              for i in range(6)]
+    dense = Pipeline.from_names("fixed_steps", block_length=8)
+    traces = [decode(adapter, [3 + i, 4], dense, DecodeConfig(gen_length=32)) for i in range(6)]
     out = tmp_path_factory.mktemp("controllers")
     files = {}
-    for kind, data, threshold in (("tspd", tspd_sequences(traces, 24, 0.7), 0.5), ("learn2pd", filter_examples(traces), 0.96)):
+    datasets = (("tspd", tspd_sequences(traces, 24, 0.7), 0.5), ("learn2pd", filter_examples(traces), 0.96))
+    for kind, data, threshold in datasets:
         config = ControllerConfig(kind=kind, epochs=2, hidden=16, layers=2)  # type: ignore[arg-type]
         model, _, _ = train(*data, config, gate_threshold=threshold)
         card = {"kind": kind, "layers": 2, "hidden": 16, "vocab_size": 24}

@@ -58,7 +58,8 @@ def test_tspd_training_reduces_loss_on_toy_trajectories() -> None:
 
 
 def test_learned_policies_record_their_gates(controller_options: dict[str, str]) -> None:
-    tspd = decode(ToyAdapter(), [4, 5], Pipeline(TspdPolicy(controller_weights=controller_options["controller_weights"])),
+    tspd_policy = TspdPolicy(controller_weights=controller_options["controller_weights"])
+    tspd = decode(ToyAdapter(), [4, 5], Pipeline(tspd_policy),
                   DecodeConfig(gen_length=32))
     assert TSPD_GATE in tspd.extras and np.nanmax(tspd.extras[TSPD_GATE]) <= 1.0
     l2p = decode(ToyAdapter(), [4, 5], Pipeline(Learn2PdPolicy(filter_weights=controller_options["filter_weights"])),

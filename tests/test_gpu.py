@@ -74,4 +74,5 @@ def test_llada_1b_cache_modes_on_cuda(tmp_path: Path) -> None:
         base = results[(gen_length, "none")][0]
         for cache in ("prefix", "dual"):
             seconds, nfe = results[(gen_length, cache)]
-            print(f"gen_length={gen_length} cache={cache} nfe={nfe} seconds={seconds:.3f} speedup={base / seconds:.2f}x")
+            print(f"gen_length={gen_length} cache={cache} nfe={nfe} seconds={seconds:.3f} "
+                  f"speedup={base / seconds:.2f}x")

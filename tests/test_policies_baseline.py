@@ -125,7 +125,7 @@ def test_factor_rule_always_accepts_one() -> None:
 
 
 def test_fixed_blocks_require_a_divisor_and_suggest_one() -> None:
-    with pytest.raises(ValueError, match="block_length=30.*gen_length=128.*32"):
+    with pytest.raises(ValueError, match=r"block_length=30.*gen_length=128.*32"):
         FixedBlocks(30).validate(128)
 
 

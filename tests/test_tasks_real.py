@@ -59,7 +59,8 @@ def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail() -> None:
 def test_humaneval_program_appends_body_or_uses_a_full_definition() -> None:
     from dllm_viz.tasks import Problem
 
-    p = Problem(task="humaneval", problem_id="x", prompt="import math\ndef f(x):\n", target="", gold="def check(c):\n    assert c(4) == 2\n", entry_point="f")
+    p = Problem(task="humaneval", problem_id="x", prompt="import math\ndef f(x):\n", target="",
+                gold="def check(c):\n    assert c(4) == 2\n", entry_point="f")
     assert program(p, "    return math.isqrt(x)\n").startswith("import math\ndef f(x):\n    return")
     full = program(p, "```python\ndef f(x):\n    return 2\n```")
     assert full.startswith("import math\ndef f(x):\n    return 2") and full.rstrip().endswith("check(f)")

@@ -59,7 +59,7 @@ def test_save_adds_npz_suffix(trace: Trace, tmp_path: Path) -> None:
 def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a zip at all")
-    with pytest.raises(TraceFileError, match="not a readable .npz trace"):
+    with pytest.raises(TraceFileError, match=r"not a readable \.npz trace"):
         load_trace(bad)
 
 
@@ -91,7 +91,7 @@ def test_newer_schema_is_refused(trace: Trace, tmp_path: Path) -> None:
 
 
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
-    with pytest.raises(TraceFileError, match="nope.npz"):
+    with pytest.raises(TraceFileError, match=r"nope\.npz"):
         load_trace(tmp_path / "nope.npz")
 
 

@@ -26,6 +26,7 @@ from torch import nn
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.blocks import FixedBlocks
 from dllm_viz.policies.controller_features import (
     FILTER_WIDTH,
     TSPD_FEATURES,
@@ -33,7 +34,6 @@ from dllm_viz.policies.controller_features import (
     initial_feature_state,
     tspd_features,
 )
-from dllm_viz.policies.blocks import FixedBlocks
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.trace import Trace
@@ -70,7 +70,8 @@ def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: 
     pipeline = Pipeline(FixedStepsPolicy(), FixedBlocks(config.block_length))
     traces = []
     for index, prompt in enumerate(prompts):
-        traces.append(decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=config.gen_length)))
+        ids = adapter.encode_prompt(prompt)
+        traces.append(decode(adapter, ids, pipeline, DecodeConfig(gen_length=config.gen_length)))
         if on_progress is not None:
             on_progress(index + 1, len(prompts))
     return traces
