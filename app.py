@@ -1,8 +1,8 @@
-"""dllm-viz: the Streamlit entrypoint — navigation and the shared sidebar (model, device, seed).
+"""dllm-viz: the Streamlit entrypoint — navigation over pages/ and the shared sidebar (model, device, seed).
 
 Run with `streamlit run app.py`. Set DLLM_VIZ_MODEL to a checkpoint directory to change the
 default model (tests point it at a small random checkpoint); the default is the bundled tiny
-model.
+model. Saved traces go to $DLLM_VIZ_TRACE_DIR (default ~/.dllm_viz/traces).
 """
 
 from __future__ import annotations
@@ -11,11 +11,21 @@ import streamlit as st
 
 from pages.common import sidebar
 
+PAGES = (
+    ("pages/decode.py", "Decode", ":material/play_arrow:"),
+    ("pages/compare.py", "Compare", ":material/compare:"),
+    ("pages/tune.py", "Tune", ":material/tune:"),
+    ("pages/train.py", "Train", ":material/model_training:"),
+    ("pages/traces.py", "Traces", ":material/folder_open:"),
+    ("pages/learn.py", "Learn", ":material/school:"),
+)
+
 
 def run() -> None:
     """Configure the page, draw the sidebar and run the selected page."""
     st.set_page_config(page_title="dllm-viz", page_icon="🧩", layout="wide")
-    page = st.navigation([st.Page("pages/decode.py", title="Decode", icon="▶️", default=True)])
+    pages = [st.Page(path, title=title, icon=icon, default=i == 0) for i, (path, title, icon) in enumerate(PAGES)]
+    page = st.navigation(pages, position="top")
     sidebar()
     page.run()
 

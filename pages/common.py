@@ -1,26 +1,55 @@
-"""What every page shares: the cached model, the model lock and the sidebar widgets.
+"""What every page shares: the cached model, the model lock, the sidebar and small helpers.
 
 One model per process (st.cache_resource) behind a lock, so two browser sessions never run
-the model at once; per-session choices live in st.session_state.
+the model at once; per-session choices and traces live only in st.session_state. Helpers that
+are plain Python (no numpy math) live here too: prompt checks, directories, text diffs.
 """
 
 from __future__ import annotations
 
+import difflib
+import html
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
+from dllm_viz.bench import parse_config
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
+from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import load_problems
+from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
+TRACE_DIR_ENV = "DLLM_VIZ_TRACE_DIR"
+CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
+MAX_PROMPT_CHARS = 4000
+OWN_PROMPT = "(type your own)"
+
+
+class PromptError(ValueError):
+    """An unusable prompt; the message says what is wrong and how to fix it."""
 
 
 def default_model() -> str:
     """The model the sidebar starts with: $DLLM_VIZ_MODEL, else the bundled tiny model."""
     return os.environ.get("DLLM_VIZ_MODEL", "tiny")
+
+
+def trace_dir() -> Path:
+    """Where saved traces live: $DLLM_VIZ_TRACE_DIR, else ~/.dllm_viz/traces."""
+    return Path(os.environ.get(TRACE_DIR_ENV, "~/.dllm_viz/traces")).expanduser()
+
+
+def controller_dir() -> Path:
+    """Where the Train page writes controllers: $DLLM_VIZ_CONTROLLER_DIR, else ~/.dllm_viz/controllers."""
+    return Path(os.environ.get(CONTROLLER_DIR_ENV, "~/.dllm_viz/controllers")).expanduser()
 
 
 @st.cache_resource(show_spinner="Loading model…")
@@ -35,28 +64,173 @@ def model_lock() -> threading.Lock:
     return threading.Lock()
 
 
+@contextmanager
+def model_turn() -> Iterator[None]:
+    """Hold the model lock; while another session has it, say so and keep the page responsive."""
+    lock = model_lock()
+    if not lock.acquire(blocking=False):
+        note = st.empty()
+        while not lock.acquire(timeout=0.5):
+            note.info("The model is busy (another run or session); waiting for it…")  # a yield point
+        note.empty()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 @st.cache_data
 def sample_prompts() -> dict[str, str]:
-    """Display label -> prompt text of the bundled demo prompts (empty if none are bundled)."""
+    """Short id (`arith-1`, `code-2`, …) -> prompt text of the bundled demo prompts."""
     path = SAMPLE_DIR / "demo.jsonl"
     if not path.is_file():
         return {}
-    return {f"{p.task}: {p.prompt[:60]}": p.prompt for p in load_problems(path)}
+    out: dict[str, str] = {}
+    for problem in load_problems(path):
+        out[f"{problem.task}-{sum(k.startswith(problem.task) for k in out) + 1}"] = problem.prompt
+    return out
 
 
 def sidebar() -> None:
     """Model, device and seed controls shared by every page."""
     with st.sidebar:
         st.header("Model")
-        st.text_input("Model (tiny, a checkpoint directory or a hub id)", value=default_model(), key="model")
+        st.text_input("Model (tiny, a checkpoint directory or a hub id)", value=default_model(), key="model",
+                      help="'tiny' is the bundled model; or a local LLaDA / Dream / tiny checkpoint directory")
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device")
-        st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed")
+        st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
+                        bind="query-params", help="seeds sampling and random remasking")
 
 
 def current_model() -> ModelAdapter | None:
     """The adapter chosen in the sidebar, or None after showing why it failed to load."""
+    name = st.session_state.get("model") or default_model()
     try:
-        return cached_model(st.session_state.get("model", default_model()), st.session_state.get("device", "auto"))
+        return cached_model(name, st.session_state.get("device", "auto"))
     except ModelLoadError as exc:
-        st.error(f"Could not load the model: {exc}")
+        st.error(f"Could not load the model: {exc}. Pick 'tiny' or an existing checkpoint directory in the sidebar.")
         return None
+
+
+def decode_config(gen_length: int) -> DecodeConfig:
+    """DecodeConfig for this session: the gen length and the sidebar's seed."""
+    return DecodeConfig(gen_length=int(gen_length), seed=int(st.session_state.get("seed", 0)))
+
+
+def dense_pipeline(gen_length: int) -> Pipeline:
+    """LLaDA's dense baseline (one token per step) in blocks of 32, or one block if 32 does not divide."""
+    return parse_config("dense", {"block_length": 32 if gen_length % 32 == 0 else gen_length})
+
+
+def decode_with_bar(adapter: ModelAdapter, prompt: str, pipeline: Pipeline, config: DecodeConfig, bar: Any,
+                    text: str) -> Trace:
+    """Decode under the model lock, updating `bar` (a yield point) after every forward pass."""
+    with model_turn():
+        return decode(adapter, adapter.encode_prompt(prompt), pipeline, config, prompt_text=prompt,
+                      on_step=lambda r: bar.progress(min(1.0, r.nfe / config.gen_length), text=f"{text}: NFE {r.nfe}"))
+
+
+def check_prompt(text: str | None) -> str:
+    """The prompt, stripped; raises PromptError if it is empty or too long."""
+    text = (text or "").strip()
+    if not text:
+        raise PromptError("the prompt is empty; type a question or pick a sample prompt")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise PromptError(f"the prompt has {len(text)} characters; shorten it to at most {MAX_PROMPT_CHARS}")
+    return text
+
+
+def prompt_input(prefix: str = "", *, bind: bool = False) -> str:
+    """A sample-prompt picker (its id can go in the URL) and the editable prompt text."""
+    samples = sample_prompts()
+    keep: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
+    choice = st.selectbox("Sample prompt", [OWN_PROMPT, *samples], index=1 if samples else 0,
+                          key=f"{prefix}sample", help="a bundled demo prompt; its id goes into shareable links",
+                          **keep)
+    default = samples.get(str(choice), "Tom has 12 apples. He buys 7 more. How many apples does he have now?")
+    return st.text_area("Prompt", value=default, key=f"{prefix}prompt_{choice}", height=90)
+
+
+def set_trace(trace: Trace, key: str = "trace") -> None:
+    """Store a trace for this session and bump its version (views rebuild their figures)."""
+    st.session_state[key] = trace
+    st.session_state[f"{key}_version"] = st.session_state.get(f"{key}_version", 0) + 1
+
+
+def cached_figure(name: str, version: int, build: Any) -> Any:
+    """A figure built once per trace version (so an unchanged view is byte-identical across reruns)."""
+    cache: dict[tuple[str, int], Any] = st.session_state.setdefault("_figures", {})
+    if (name, version) not in cache:
+        for stale in [k for k in cache if k[0] == name]:
+            del cache[stale]
+        cache[(name, version)] = build()
+    return cache[(name, version)]
+
+
+def diff_html(reference: str, text: str) -> str:
+    """`text` as HTML with the words that differ from `reference` highlighted."""
+    ref_words, words = reference.split(" "), text.split(" ")
+    out = []
+    for op, _, _, j1, j2 in difflib.SequenceMatcher(a=ref_words, b=words, autojunk=False).get_opcodes():
+        chunk = html.escape(" ".join(words[j1:j2]))
+        if chunk:
+            out.append(chunk if op == "equal" else f"<mark style='background:#FFD166'>{chunk}</mark>")
+    body = " ".join(out).replace("\n", "<br>")
+    return f"<div style='font-family:monospace;white-space:pre-wrap;font-size:0.9em'>{body or '∅'}</div>"
+
+
+def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
+    """NFE, time, tokens/s and tokens per step (with speedups when a baseline is given)."""
+    summary = trace.summary()
+    cols = st.columns(4)
+    nfe_delta = None if baseline is None else f"{baseline.nfe / max(trace.nfe, 1):.2f}x fewer NFE than dense"
+    time_delta = None
+    if baseline is not None and summary["seconds"] > 0:
+        time_delta = f"{baseline.summary()['seconds'] / summary['seconds']:.2f}x speedup"
+    cols[0].metric("NFE", trace.nfe, delta=nfe_delta, delta_color="off", border=True)
+    cols[1].metric("Time", f"{summary['seconds']:.2f} s", delta=time_delta, delta_color="off", border=True)
+    cols[2].metric("Tokens/s", f"{summary['tokens_per_second']:.1f}", border=True)
+    cols[3].metric("Tokens per step", f"{summary['tokens_per_step']:.2f}", border=True)
+
+
+def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
+    """One row per trace (dense first): NFE, time, speedups vs dense, throughput, agreement."""
+    base = dense.summary()
+    rows = []
+    for trace in [dense, *traces]:
+        summary = trace.summary()
+        same = sum(a == b for a, b in zip(trace.final_tokens.tolist(), dense.final_tokens.tolist(), strict=False))
+        rows.append({
+            "policy": trace.meta.get("label", ""), "NFE": trace.nfe,
+            "NFE speedup": base["nfe"] / max(summary["nfe"], 1.0),
+            "seconds": summary["seconds"],
+            "wall speedup": base["seconds"] / summary["seconds"] if summary["seconds"] > 0 else None,
+            "tokens/s": summary["tokens_per_second"], "tokens/step": summary["tokens_per_step"],
+            "same as dense": f"{same}/{dense.gen_length}",
+        })
+    return rows
+
+
+def share_query(trace: Trace) -> dict[str, str]:
+    """Decode-page query params that rebuild `trace`'s settings (policy, fields, gen length, seed)."""
+    pipe = trace.meta.get("pipeline", {})
+    query = {"gen": str(trace.gen_length), "seed": str(trace.meta.get("decode_config", {}).get("seed", 0))}
+    for part in ("rule", "block"):
+        if pipe.get(part):
+            query[part] = pipe[part]["name"]
+            query |= {k: _query_value(v) for k, v in pipe[part].items() if k != "name" and v is not None}
+    for part, flag in (("extrapolate", "ce"), ("stop", "eos")):
+        if pipe.get(part):
+            query[flag] = "true"
+            query |= {k: _query_value(v) for k, v in pipe[part].items() if k != "name" and v is not None}
+    if pipe.get("cache", "none") != "none":
+        query["cache"] = pipe["cache"]
+    return query
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(str(v).encode("unicode_escape").decode() for v in value)
+    return str(value)

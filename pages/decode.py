@@ -1,64 +1,161 @@
-"""Decode: one prompt, one policy; output, NFE, time and the confidence heatmap."""
+"""Decode: one prompt under one policy, run to the end, one forward pass per Step, or played live.
+
+Run shows a progress bar and a Stop button; every progress update is a yield point, so Stop
+(or any click) ends the run between steps and the steps so far are kept as a partial trace.
+Step runs exactly one forward pass; Play/Pause (Space) steps on a timer inside a fragment.
+The decode in progress (engine iterator + TraceBuilder) lives in st.session_state["stepper"].
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
-from dllm_viz.config import DecodeConfig
-from dllm_viz.engine import decode
-from dllm_viz.figures import confidence_heatmap
-from dllm_viz.policies import Pipeline
-from pages.common import current_model, model_lock, sample_prompts
+from dllm_viz.stepper import Stepper
+from pages.common import (
+    check_prompt,
+    controller_dir,
+    current_model,
+    decode_config,
+    model_turn,
+    prompt_input,
+    set_trace,
+)
+from pages.views import trace_view
+from pages.widgets import controller_choices, gen_length_input, policy_form
+
+SPEEDS = {"slow": 1.0, "normal": 0.5, "fast": 0.2}
 
 st.title("Decode")
-st.caption("Watch a masked diffusion LM fill its canvas: each row of the heatmap is one forward pass.")
+st.caption("Watch a masked diffusion LM fill its canvas. Every setting is in the address bar: copy it to share "
+           "this view. Keys: → one step, Space play/pause, ← scrub back.")
 
-samples = sample_prompts()
-choice = st.selectbox("Sample prompt", ["(type your own)", *samples], key="sample")
-prompt = st.text_area("Prompt", value=samples.get(choice, "Tom has 12 apples. He buys 7 more. How many apples does he have now?"),
-                      key=f"prompt_{choice}")
-
-left, mid, right = st.columns(3)
-rule = left.segmented_control("Commit rule", ["threshold", "fixed_steps", "factor"], default="threshold",
-                              key="rule", bind="query-params")
-gen_length = mid.select_slider("Gen length", [32, 64, 128, 256], value=128, key="gen", bind="query-params")
-block_length = right.select_slider("Block length", [8, 16, 32, 64, 128, 256], value=32, key="blk",
-                                   bind="query-params")
-options: dict[str, object] = {"block_length": block_length}
-if rule == "threshold":
-    options["threshold"] = st.slider("Threshold τ", 0.05, 1.0, 0.9, 0.01, key="thr", bind="query-params")
-elif rule == "factor":
-    options["factor"] = st.slider("Factor f", 0.1, 4.0, 1.0, 0.1, key="fac", bind="query-params")
-else:
-    options["steps"] = st.number_input("Steps (total)", 1, 1024, int(gen_length), key="steps")
-    options["remasking"] = st.radio("Remasking", ["low_confidence", "random"], horizontal=True, key="remask")
-
+prompt = prompt_input(bind=True)
+gen_length = gen_length_input("gen", default=64, bind=True)
+with st.container(border=True):
+    spec = policy_form(bind=True, weights=controller_choices(controller_dir()))
 adapter = current_model()
-if st.button("Run", type="primary", key="run", disabled=adapter is None) and adapter is not None:
+signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
+                              st.session_state.get("seed"), repr(spec))
+
+
+def ready(*, continue_ok: bool) -> Stepper | None:
+    """The session's decode for the current settings (new if needed), or None after an error."""
+    current: Stepper | None = st.session_state.get("stepper")
+    if continue_ok and current is not None and not current.done and current.signature == signature:
+        return current
+    if adapter is None:
+        return None
     try:
-        pipeline = Pipeline.from_names(rule or "threshold", "fixed", **options)
-        config = DecodeConfig(gen_length=int(gen_length), seed=int(st.session_state.get("seed", 0)))
-        prompt_ids = adapter.encode_prompt(prompt)
-        with st.status("Decoding…", expanded=False) as status, model_lock():
-            bar = st.progress(0.0, text="step 0")
-            trace = decode(adapter, prompt_ids, pipeline, config, prompt_text=prompt,
-                           on_step=lambda r: bar.progress(min(1.0, r.nfe / config.gen_length), text=f"step {r.nfe}"))
-            status.update(label=f"Done: {trace.nfe} NFE", state="complete")
-        st.session_state["trace"] = trace
+        stepper = Stepper.start(adapter, check_prompt(prompt), spec.pipeline(), decode_config(gen_length), signature)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(f"Cannot decode: {exc}")
+        return None
+    st.session_state["stepper"] = stepper
+    return stepper
 
-trace = st.session_state.get("trace")
-if trace is None:
-    st.info("Choose a prompt and a policy, then press Run.")
-    st.stop()
 
-st.subheader("Output")
-st.code(trace.meta.get("answer_text", ""), language=None)
-summary = trace.summary()
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("NFE", trace.nfe, border=True)
-c2.metric("Time", f"{summary['seconds']:.2f} s", border=True)
-c3.metric("Tokens/s", f"{summary['tokens_per_second']:.1f}", border=True)
-c4.metric("Tokens per step", f"{summary['tokens_per_step']:.2f}", border=True)
-st.plotly_chart(confidence_heatmap(trace), key="heatmap", theme=None)
+def show_latest() -> None:
+    """Make the session's trace hold the stepper's steps so far, when it has new ones.
+
+    A click during Run stops that run with Streamlit's StopException (runner.fastReruns) at its
+    next yield point, after which it can no longer write session state. Its steps live on in
+    the stepper, so every run (and every Play tick) starts by building the trace from it.
+    """
+    stepper: Stepper | None = st.session_state.get("stepper")
+    if stepper is None or not stepper.nfe or st.session_state.get("trace_of") == (id(stepper), stepper.nfe):
+        return
+    with model_turn():  # an interrupted run may still be finishing its last step
+        trace = stepper.trace()
+    set_trace(trace)
+    st.session_state["trace_of"] = (id(stepper), trace.nfe)
+
+
+def advance(stepper: Stepper) -> str | None:
+    """One forward pass under the model lock; returns an error message if it failed."""
+    try:
+        with model_turn():
+            stepper.step()
+    except ValueError as exc:  # e.g. missing controller weights, prompt too long for the model
+        st.session_state.pop("stepper", None)
+        return f"Cannot decode: {exc}"
+    show_latest()
+    return None
+
+
+def run_to_end(stepper: Stepper) -> None:
+    """Decode to the end with a progress bar and a Stop button; a stopped run keeps its steps."""
+    stop = st.empty()
+    stop.button("Stop", key="stop", help="stop after the current forward pass; the steps so far are kept")
+    bar = st.progress(stepper.progress, text=f"NFE {stepper.nfe}")
+    try:
+        with model_turn():
+            while stepper.step() is not None:
+                bar.progress(stepper.progress, text=f"NFE {stepper.nfe}")  # a yield point: Stop lands here
+    except ValueError as exc:
+        st.error(f"Cannot decode: {exc}")
+        st.session_state.pop("stepper", None)
+    show_latest()
+    bar.empty()
+    stop.empty()
+
+
+def toggle_play() -> None:
+    st.session_state["playing"] = not st.session_state.get("playing", False)
+
+
+def reset() -> None:
+    for key in ("stepper", "trace", "trace_of", "playing"):
+        st.session_state.pop(key, None)
+
+
+playing = bool(st.session_state.get("playing"))
+cols = st.columns([1.3, 1, 1.3, 1, 2.4], vertical_alignment="bottom")
+run = cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None,
+                     help="decode to the end (continues a stepped decode with the same settings)")
+step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None,
+                      help="one forward pass (→)")
+cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=toggle_play,
+               disabled=adapter is None, help="step on a timer (Space)")
+cols[3].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
+speed = cols[4].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
+
+if error := st.session_state.pop("play_error", None):
+    st.error(error)
+held: Stepper | None = st.session_state.get("stepper")
+if held is not None and held.signature != signature and not (run or step or playing):
+    st.caption("Settings changed since this decode started: Step, Play and Run start a new one.")
+if run and (stepper := ready(continue_ok=True)) is not None:
+    run_to_end(stepper)
+if step and (stepper := ready(continue_ok=True)) is not None and (error := advance(stepper)):
+    st.error(error)
+if playing and ready(continue_ok=True) is None:
+    st.session_state["playing"] = False
+
+
+def play_tick() -> None:
+    """One forward pass per timer tick; at the end (or on an error) stop playing with a full rerun."""
+    stepper: Stepper | None = st.session_state.get("stepper")
+    error = "" if stepper is None or stepper.done else advance(stepper)
+    if error is None and stepper is not None and not stepper.done:
+        return
+    st.session_state["playing"] = False
+    st.session_state["play_error"] = error
+    st.rerun()  # a full rerun turns the timer off (and shows any error)
+
+
+@st.fragment(run_every=SPEEDS[speed] if st.session_state.get("playing") else None)
+def viewer() -> None:
+    """The trace view; while playing, each tick first runs one forward pass."""
+    show_latest()
+    if st.session_state.get("playing"):
+        play_tick()
+    trace = st.session_state.get("trace")
+    if trace is None:
+        st.info("Choose a prompt and a policy, then press Run, Step or Play.")
+        return
+    trace_view(trace, st.session_state.get("trace_version", 0))
+
+
+viewer()

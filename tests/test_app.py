@@ -1,53 +1,335 @@
-"""AppTest of the Decode page on a small random checkpoint (no browser, no weights download)."""
+"""AppTest of every page on a small random checkpoint (no browser, no weights download).
+
+Each test drives widgets and asserts on what was computed: the trace in session state, the
+metrics shown, the figures sent, and the error messages for bad input.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from dllm_viz.policies import RULES
+from dllm_viz.trace import load_trace
+from pages.common import share_query
+from pages.export import npz_bytes
+
 ROOT = Path(__file__).resolve().parent.parent
+FAST = {"gen": "32", "block_length": "8"}
+
+
+class _NavigationPagesManager(PagesManager):
+    """AppTest resets `uses_pages_directory` before every run, so with a `pages/` folder it runs
+    the page script alone from the second run on (skipping app.py and its sidebar). The real
+    server clears the flag once st.navigation runs; do the same here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        PagesManager.uses_pages_directory = False
 
 
 @pytest.fixture
-def app(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+def dirs(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Point the app at the random checkpoint and at empty trace / controller directories."""
+    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationPagesManager)
     monkeypatch.setenv("DLLM_VIZ_MODEL", str(tiny_dir))
+    monkeypatch.setenv("DLLM_VIZ_TRACE_DIR", str(tmp_path / "traces"))
+    monkeypatch.setenv("DLLM_VIZ_CONTROLLER_DIR", str(tmp_path / "controllers"))
     monkeypatch.chdir(ROOT)
+    return {"traces": tmp_path / "traces", "controllers": tmp_path / "controllers"}
+
+
+def open_app(page: str = "decode", query: dict[str, str] | None = None) -> AppTest:
+    """The app on `page`, with `query` as the URL's query parameters."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
     at.run()
+    if page != "decode":
+        at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, at.exception
     return at
 
 
-def test_decode_page_runs_and_shows_matching_nfe(app: AppTest) -> None:
-    app.session_state["gen"] = 32
-    app.session_state["blk"] = 8
-    app.run()
-    app.button(key="run").click().run()
-    assert not app.exception, app.exception
-    trace = app.session_state["trace"]
-    metrics = {m.label: m.value for m in app.metric}
-    assert metrics["NFE"] == str(trace.nfe)
-    assert trace.gen_length == 32 and trace.meta["pipeline"]["block"]["block_length"] == 8
-    chart = json.loads(app.get("plotly_chart")[0].proto.spec)
-    assert chart["data"][0]["type"] == "heatmap"
+def click(at: AppTest, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
 
 
-def test_fixed_steps_setting_reaches_the_decoder(app: AppTest) -> None:
-    app.session_state["gen"] = 32
-    app.session_state["blk"] = 16
-    app.session_state["rule"] = "fixed_steps"
-    app.run()
-    app.number_input(key="steps").set_value(16).run()
-    app.button(key="run").click().run()
-    assert not app.exception, app.exception
-    trace = app.session_state["trace"]
-    assert trace.nfe == 16 and trace.tokens_per_step.tolist() == [2] * 16
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
 
 
-def test_bad_model_path_shows_an_error_and_the_page_survives(app: AppTest) -> None:
-    app.sidebar.text_input(key="model").set_value("/no/such/model").run()
-    assert not app.exception
-    assert any("Could not load the model" in e.value for e in app.error)
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def widget(at: AppTest, key: str) -> Any:
+    return next(w for w in at.main if getattr(w, "key", None) == key)
+
+
+def values(data: Any) -> list[Any]:
+    """A plotly array from figure JSON: a list, or a base64 typed array {"dtype", "bdata"}."""
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"]).tolist()
+    return list(data)
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+# ---- Decode -------------------------------------------------------------------------------
+
+def test_run_shows_the_traces_nfe_and_a_heatmap(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query=FAST), "run")
+    trace = at.session_state["trace"]
+    assert trace.is_complete and trace.gen_length == 32
+    assert trace.meta["pipeline"]["block"]["block_length"] == 8
+    shown = metrics(at)
+    assert shown["NFE"] == str(trace.nfe)
+    assert shown["Tokens per step"] == f"{trace.summary()['tokens_per_step']:.2f}"
+    assert charts(at)[0]["data"][0]["type"] == "heatmap"
+    assert at.slider(key="t").value == trace.nfe - 1  # the scrubber sits on the last step
+
+
+def test_raising_the_threshold_lowers_or_keeps_tokens_per_step(dirs: dict[str, Path]) -> None:
+    per_step = {}
+    for threshold in ("0.01", "0.9"):
+        at = click(open_app(query={**FAST, "threshold": threshold}), "run")
+        assert at.slider(key="threshold").value == float(threshold)
+        per_step[threshold] = at.session_state["trace"].summary()["tokens_per_step"]
+    assert per_step["0.01"] > 1.0  # the low threshold really reached the decoder
+    assert per_step["0.9"] <= per_step["0.01"]
+
+
+def test_step_runs_exactly_one_forward_pass_and_run_finishes_the_same_decode(dirs: dict[str, Path]) -> None:
+    at = open_app(query=FAST)
+    for expected in (1, 2, 3):
+        click(at, "step")
+        assert at.session_state["trace"].nfe == expected
+        assert metrics(at)["NFE"] == str(expected)
+    partial = at.session_state["trace"]
+    assert not partial.is_complete and partial.meta["stop_reason"] == "incomplete"
+    assert any("Partial trace" in w.value for w in at.warning)
+    at.slider(key="t").set_value(0).run()
+    assert at.session_state["t"] == 0 and not at.exception
+    continued = click(at, "run").session_state["trace"]
+    fresh = click(open_app(query=FAST), "run").session_state["trace"]
+    assert continued.nfe == fresh.nfe and (continued.tokens == fresh.tokens).all()
+
+
+def test_play_steps_on_each_tick_and_pause_stops(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query=FAST), "play")
+    assert at.session_state["playing"] and at.session_state["trace"].nfe == 1
+    at.run()  # AppTest cannot fire run_every timers; a rerun runs the fragment once
+    assert at.session_state["trace"].nfe == 2
+    click(at, "play")
+    assert not at.session_state["playing"]
+
+
+@pytest.mark.parametrize(("query", "prompt", "message"), [
+    ({"gen": "32", "block_length": "24"}, None, "must divide `gen_length`"),
+    (FAST, "   ", "prompt is empty"),
+    (FAST, "x" * 5000, "shorten it to at most"),
+    (FAST, "x" * 600, "exceeds the model's context"),
+    ({**FAST, "rule": "threshold", "threshold": "0.0"}, None, "`threshold` must be in (0, 1]"),
+])
+def test_bad_input_shows_an_error_and_the_page_survives(dirs: dict[str, Path], query: dict[str, str],
+                                                         prompt: str | None, message: str) -> None:
+    at = open_app(query=query)
+    if prompt is not None:
+        at.text_area(key="prompt_arith-1").set_value(prompt).run()
+    click(at, "step")
+    assert any(message in e for e in errors(at)), errors(at)
+    assert "trace" not in at.session_state
+    at.text_area(key="prompt_arith-1").set_value("What is 3 + 4?").run()
+    assert not at.exception
+
+
+def test_missing_controller_weights_show_an_error(dirs: dict[str, Path]) -> None:
+    at = open_app(query={**FAST, "rule": "tspd"})
+    at.text_input(key="controller_weights").set_value(str(dirs["controllers"] / "none.safetensors")).run()
+    click(at, "run")
+    assert any("controller weights" in e and "not found" in e for e in errors(at)), errors(at)
+
+
+def test_bad_model_path_shows_an_error_and_the_page_survives(dirs: dict[str, Path]) -> None:
+    at = open_app()
+    at.sidebar.text_input(key="model").set_value("/no/such/model").run()
+    assert not at.exception
+    assert any("Could not load the model" in e for e in errors(at))
+    assert at.button(key="run").disabled
+
+
+def test_a_shared_link_reproduces_the_decode(dirs: dict[str, Path]) -> None:
+    query = {**FAST, "rule": "cora", "delta_p": "0.5", "m": "1", "ce": "true", "tau_ce": "0.8", "eos": "true"}
+    trace = click(open_app(query=query), "run").session_state["trace"]
+    assert trace.meta["pipeline"]["rule"]["delta_p"] == 0.5 and trace.meta["pipeline"]["extrapolate"]["tau_ce"] == 0.8
+    again = click(open_app(query=share_query(trace)), "run").session_state["trace"]
+    assert again.meta["pipeline"] == trace.meta["pipeline"]
+    assert again.nfe == trace.nfe and (again.tokens == trace.tokens).all()
+
+
+def test_every_rule_gets_a_form_from_its_fields(dirs: dict[str, Path]) -> None:
+    at = open_app(query={**FAST, "ce": "true", "eos": "true", "block": "adablock", "cache": "dual"})
+    for rule in RULES:
+        at.session_state["rule"] = rule
+        at.run()
+        assert not at.exception, (rule, at.exception)
+    at.session_state["rule"] = "cora"
+    at.run()
+    assert at.slider(key="delta_p").value == 0.97 and at.number_input(key="m").value == 2
+
+
+def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller_options: dict[str, str]) -> None:
+    at = click(open_app(query={**FAST, "rule": "cora", "block": "adablock", "ce": "true"}), "run")
+    view = widget(at, "view")
+    assert {"volatility bands", "Kalman bands", "persistence runs"} <= set(view.options)
+    for option in ("volatility bands", "Kalman bands", "persistence runs"):
+        at.session_state["view"] = option
+        at.run()
+        assert not at.exception and not errors(at), option
+    at = open_app(query={**FAST, "rule": "tspd"})
+    at.text_input(key="controller_weights").set_value(controller_options["controller_weights"]).run()
+    click(at, "run")
+    assert "TSPD gate" in widget(at, "view").options
+    assert "tspd_gate" in at.session_state["trace"].extras
+
+
+# ---- Compare ------------------------------------------------------------------------------
+
+def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
+    at = open_app("compare", {"cmp_gen": "32", "c1_threshold": "0.01", "c1_block_length": "8",
+                              "c2_rule": "fixed_steps", "c2_steps": "16", "c2_block_length": "8"})
+    results = click(at, "cmp_run").session_state["cmp_results"]
+    dense, first, second = results
+    assert dense.nfe == 32 and second.nfe == 16 and first.nfe < 32
+    assert [m.value for m in at.metric if m.label == "NFE"] == [str(first.nfe), str(second.nfe)]
+    heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert len(heatmaps) == 2 and heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
+
+
+def test_compare_on_a_prompt_set_reports_accuracy(dirs: dict[str, Path]) -> None:
+    at = open_app("compare", {"cmp_mode": "a prompt set", "cmp_gen": "16", "cmp_count": "1",
+                              "c1_block_length": "16", "c2_block_length": "16"})
+    rows = pd.DataFrame(click(at, "cmp_bench_run").session_state["cmp_bench"])
+    assert sorted(rows["config"].unique())[0].startswith("#1") and "dense" in set(rows["config"])
+    assert len(rows) == 3
+    scatter = next(c for c in charts(at) if c["data"][0]["type"] == "scatter")
+    assert len(values(scatter["data"][0]["x"])) == 3
+
+
+# ---- Tune ---------------------------------------------------------------------------------
+
+def test_by_eye_replays_instantly_and_verify_runs_for_real(dirs: dict[str, Path]) -> None:
+    at = click(open_app("tune", {"tune_gen": "32", "tune_block": "8"}), "tune_record")
+    dense = at.session_state["tune_dense"]
+    assert dense.nfe == 32
+    estimates = {}
+    for threshold in (0.9, 0.01):
+        at.slider(key="tune_threshold").set_value(threshold).run()
+        estimates[threshold] = int(metrics(at)["Estimated NFE"])
+    assert estimates[0.01] < estimates[0.9] <= dense.nfe
+    click(at, "tune_verify")
+    assert any("Real run:" in m.value for m in at.markdown)
+
+
+def test_sweep_plots_nfe_against_accuracy(dirs: dict[str, Path]) -> None:
+    at = open_app("tune", {"tune_mode": "sweep", "tune_gen": "16", "tune_block": "16", "tune_n": "1",
+                           "tune_v1": "0.01, 0.9"})
+    rows = pd.DataFrame(click(at, "tune_sweep").session_state["tune_rows"])
+    assert set(rows["config"]) == {"dense", "threshold=0.01", "threshold=0.9"}
+    scatter = next(c for c in charts(at) if c["data"][0]["type"] == "scatter")
+    assert len(values(scatter["data"][0]["x"])) == 3
+    at.text_input(key="tune_v1").set_value("0.5, lots").run()
+    click(at, "tune_sweep")
+    assert any("'lots'" in e for e in errors(at))
+
+
+# ---- Train --------------------------------------------------------------------------------
+
+def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path]) -> None:
+    at = open_app("train")
+    at.number_input(key="train_prompts").set_value(2).run()
+    at.number_input(key="train_epochs").set_value(2).run()
+    at.select_slider(key="train_gen").set_value(16).run()
+    at.number_input(key="train_block").set_value(16).run()
+    at.number_input(key="train_hidden").set_value(8).run()
+    click(at, "train_run")
+    path, card = at.session_state["train_result"]
+    assert Path(path).is_file() and card["kind"] == "tspd" and len(card["train_loss"]) == 2
+    assert metrics(at)["Final train loss"] == f"{card['train_loss'][-1]:.4f}"
+    click(at, f"use_{path}")
+    at.switch_page("pages/decode.py").run()  # AppTest keeps requesting the page it last switched to
+    assert at.session_state["rule"] == "tspd"
+    assert at.text_input(key="controller_weights").value == path
+    click(at, "run")
+    assert not errors(at), errors(at)
+    assert "tspd_gate" in at.session_state["trace"].extras
+
+
+# ---- Traces -------------------------------------------------------------------------------
+
+def test_save_list_open_and_delete_a_trace(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query=FAST), "run")
+    decoded = at.session_state["trace"]
+    at.switch_page("pages/traces.py").run()
+    at.text_input(key="traces_name").set_value("mine").run()
+    click(at, "traces_save")
+    saved = dirs["traces"] / "mine.npz"
+    assert saved.is_file() and load_trace(saved).nfe == decoded.nfe
+    click(at, "traces_save")
+    assert any("already exists" in e for e in errors(at))
+    at.selectbox(key="file").set_value("mine.npz").run()
+    assert metrics(at)["NFE"] == str(decoded.nfe)
+    assert {b.proto.label for b in at.get("download_button")} >= {"Heatmap (HTML)", "Replay (HTML)", "Trace (.npz)"}
+    assert any(f"gen={decoded.gen_length}" in c.value for c in at.code)
+    click(at, "traces_delete")
+    assert not saved.exists() and at.selectbox(key="file").value == "(none)"
+
+
+def test_a_corrupt_trace_file_shows_an_error(dirs: dict[str, Path]) -> None:
+    dirs["traces"].mkdir(parents=True)
+    (dirs["traces"] / "broken.npz").write_bytes(b"not a zip file")
+    at = open_app("traces", {"file": "broken.npz"})
+    assert any("Could not open broken.npz" in e and "not a readable .npz trace" in e for e in errors(at))
+    assert at.selectbox(key="file").value == "broken.npz"
+    at.get("file_uploader")[0].set_value(("upload.npz", b"garbage", "application/octet-stream")).run()
+    assert any("Could not read the uploaded file" in e and "upload.npz" in e for e in errors(at)), errors(at)
+
+
+def test_an_uploaded_trace_is_shown(dirs: dict[str, Path]) -> None:
+    trace = click(open_app(query=FAST), "run").session_state["trace"]
+    at = open_app("traces")
+    at.get("file_uploader")[0].set_value(("mine.npz", npz_bytes(trace), "application/octet-stream")).run()
+    assert not errors(at) and metrics(at)["NFE"] == str(trace.nfe)
+    assert at.session_state["traces_loaded"].meta["label"] == trace.meta["label"]
+
+
+# ---- Learn --------------------------------------------------------------------------------
+
+def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None:
+    at = open_app("learn")
+    seen = []
+    while True:
+        seen.append(at.session_state["chapter"])
+        assert at.get("html") or charts(at), seen[-1]
+        assert any("gen=32" in link.proto.query_string for link in at.get("page_link")), seen[-1]
+        if "learn_next" not in [getattr(b, "key", None) for b in at.button]:
+            break
+        click(at, "learn_next")
+    assert len(seen) == 5
+    nfe = [int(m.value) for m in at.metric]
+    at.slider(key="learn_tau").set_value(0.1).run()
+    assert int(at.metric[1].value) <= nfe[1] and not at.exception

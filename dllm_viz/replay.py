@@ -1,0 +1,136 @@
+"""Replay a commit rule over a recorded dense trace: which tokens it would accept, and when.
+
+Used by the Tune page's by-eye mode (no Streamlit, no model): it feeds the dense
+trace's per-step statistics (candidate, confidence, margin, entropy, window) to the rule and
+CE objects as `StepView`s and builds the Trace the rule would have produced, so every figure
+works on it unchanged.
+
+The approximation, stated once: the model's statistics are read along the dense run. At each
+dense step the replayed canvas holds everything the dense run had committed plus what the rule
+accepted earlier (so the engine's forced progress is the dense run's own commit). A block ends
+as soon as its last position is committed and the dense steps left in it are skipped, so the
+replayed trace's NFE is the estimate of the rule's NFE. A real run sees at least that much
+context at each step; the Verify button measures the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dllm_viz.policies import NO_REASON, Pipeline, StepView, reason_code, top_k_mask
+from dllm_viz.trace import Trace
+
+
+def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_ids: np.ndarray,
+          rng: np.random.Generator, mask_id: int) -> StepView:
+    """The StepView of dense step `s` as the replayed rule's `k`-th step sees it."""
+    start, end = (int(v) for v in dense.window[s])
+    candidate = dense.candidate[s].astype(np.int64)
+    return StepView(
+        step=k, step_in_window=in_block, window=(start, end), tokens=canvas.copy(), is_masked=canvas == mask_id,
+        candidate=candidate, confidence=dense.confidence[s].astype(np.float64),
+        margin=dense.margin[s].astype(np.float64), entropy=dense.entropy[s].astype(np.float64),
+        is_eos_candidate=np.isin(candidate, stop_ids), rand=rng.random(dense.gen_length),
+        window_masked_at_start=end - start, canvas_end=dense.gen_length,
+    )
+
+
+def _commits(dense: Trace, s: int, view: StepView, decision: Any) -> tuple[np.ndarray, np.ndarray]:
+    """This step's commits and reasons: the rule's, plus the dense run's own, else the top-1."""
+    commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
+    reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
+    dense_commit = dense.committed[s] & view.open_positions & ~commit
+    commit |= dense_commit
+    reason[dense_commit] = dense.reason[s][dense_commit]
+    if not commit.any():
+        commit = top_k_mask(view.confidence, view.open_positions, 1)
+        reason[commit] = reason_code("forced_top1")
+    return commit, reason
+
+
+def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
+           answer_text: Callable[[Sequence[int]], str] | None = None) -> Trace:
+    """The trace `pipeline`'s commit rule (and CE) would produce over `dense`'s statistics.
+
+    Args:
+        dense: a recorded trace, ideally LLaDA dense decoding (one token per step).
+        pipeline: its rule and extrapolator are replayed; its block sizing is replaced by the
+            dense trace's recorded windows, and cache / stop do not apply.
+        seed: seed of the uniform draws random remasking reads.
+        answer_text: turns final token ids into text (the adapter's `answer_text`); default
+            joins the recorded token texts up to the first stop token.
+
+    Returns:
+        A Trace on the rule's own clock: `nfe` is the estimated NFE, `meta["dense_steps"]`
+        maps each of its steps to the dense step it read.
+    """
+    model = dense.meta.get("model", {})
+    mask_id, stop_ids = int(model.get("mask_token_id", dense.tokens[0, 0])), np.array(model.get("stop_token_ids", []))
+    rule, extra = pipeline.rule, pipeline.extrapolate
+    rule_state = rule.init_state(dense.gen_length)
+    extra_state = None if extra is None else extra.init_state(dense.gen_length)
+    rng = np.random.default_rng(seed)
+    canvas = dense.tokens[0].astype(np.int64).copy()
+    rows: dict[str, list[Any]] = {k: [] for k in ("tokens", "committed", "reason", "extras", "dense_steps")}
+    block_start: dict[int, int] = {}
+    for s in range(dense.num_steps):
+        start, end = (int(v) for v in dense.window[s])
+        block = block_start.setdefault(int(dense.block_index[s]), s)
+        if not (canvas[start:end] == mask_id).any():
+            continue  # the rule already filled this block: the dense steps left in it are not needed
+        view = _view(dense, s, len(rows["dense_steps"]), canvas, s - block, stop_ids, rng, mask_id)
+        decision, rule_state = rule.step(view, rule_state)
+        if extra is not None:
+            decision, extra_state = extra.step(view, decision, extra_state)
+        commit, reason = _commits(dense, s, view, decision)
+        canvas[commit] = view.candidate[commit]
+        for key, value in (("tokens", canvas.copy()), ("committed", commit), ("reason", reason),
+                           ("extras", dict(decision.extras)), ("dense_steps", s)):
+            rows[key].append(value)
+    return _build(dense, pipeline, rows, answer_text, stop_ids)
+
+
+def _build(dense: Trace, pipeline: Pipeline, rows: dict[str, list[Any]],
+           answer_text: Callable[[Sequence[int]], str] | None, stop_ids: np.ndarray) -> Trace:
+    """Assemble the replayed Trace from its rows (statistics and timings come from the dense steps)."""
+    steps = np.asarray(rows["dense_steps"], dtype=np.int64)
+    num, length = steps.size, dense.gen_length
+    names = sorted({name for extras in rows["extras"] for name in extras})
+    extras = {name: np.full((num, length), np.nan, dtype=np.float32) for name in names}
+    for i, step_extras in enumerate(rows["extras"]):
+        for name, values in step_extras.items():
+            extras[name][i] = values
+    tokens = np.vstack([dense.tokens[:1], *[t[None, :] for t in rows["tokens"]]]) if num else dense.tokens[:1]
+    meta = {**dense.meta, "label": f"replay: {pipeline.rule.name}" + (f"+{pipeline.extrapolate.name}"
+                                                                        if pipeline.extrapolate else ""),
+            "pipeline": {**pipeline.to_dict(), "block": dense.meta.get("pipeline", {}).get("block")},
+            "replay_of": dense.meta.get("label"), "dense_steps": steps.tolist()}
+    trace = Trace(tokens=tokens, candidate=dense.candidate[steps], confidence=dense.confidence[steps],
+                  entropy=dense.entropy[steps], margin=dense.margin[steps],
+                  committed=np.array(rows["committed"], dtype=bool).reshape(num, length),
+                  reason=np.array(rows["reason"], dtype=np.int8).reshape(num, length), window=dense.window[steps],
+                  block_index=dense.block_index[steps], pass_kind=dense.pass_kind[steps],
+                  query_len=dense.query_len[steps], step_seconds=dense.step_seconds[steps],
+                  forward_seconds=dense.forward_seconds[steps], prompt_ids=dense.prompt_ids, extras=extras, meta=meta)
+    trace.meta["stop_reason"] = "complete" if trace.is_complete else "incomplete"
+    final = trace.final_tokens.tolist()
+    trace.meta["answer_text"] = answer_text(final) if answer_text else _joined(trace, final, stop_ids)
+    return trace
+
+
+def _joined(trace: Trace, ids: list[int], stop_ids: np.ndarray) -> str:
+    """The recorded token texts up to the first stop token."""
+    out = []
+    for token in ids:
+        if token in stop_ids:
+            break
+        out.append(trace.token_text(token))
+    return "".join(out)
+
+
+def agreement(trace: Trace, reference: Trace) -> int:
+    """Positions whose final token equals the reference's (same gen_length)."""
+    return int((trace.final_tokens == reference.final_tokens).sum())

@@ -1,0 +1,134 @@
+"""Compare: 2-4 policy configurations against LLaDA's dense baseline, on one prompt or a prompt set.
+
+One prompt: outputs side by side with the words that differ from dense highlighted, NFE, time
+and speedup, and heatmaps on one shared step axis. Prompt set: `dllm_viz.bench` over the
+held-out problems, with accuracy, mean NFE, speedups and the NFE-vs-accuracy front.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import streamlit as st
+
+from dllm_viz import figures
+from dllm_viz.bench import summarize_bench
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.models import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.tasks import TASKS
+from pages.common import (
+    check_prompt,
+    comparison_rows,
+    current_model,
+    decode_config,
+    decode_with_bar,
+    dense_pipeline,
+    diff_html,
+    prompt_input,
+)
+from pages.sweep import run_sweep, sweep_rows
+from pages.views import on_step_axis
+from pages.widgets import gen_length_input, policy_form
+
+DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
+
+st.title("Compare")
+st.caption("Several policies on the same prompt and seed, each against the dense baseline (one token per step).")
+
+mode = st.segmented_control("Compare on", ["one prompt", "a prompt set"], default="one prompt", required=True,
+                            key="cmp_mode", bind="query-params")
+left, right = st.columns([3, 1])
+with left:
+    prompt = prompt_input("cmp_") if mode == "one prompt" else None
+gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right)
+count = int(right.segmented_control("Configurations", [2, 3, 4], default=2, required=True, key="cmp_n",
+                                    bind="query-params") or 2)
+specs = []
+for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
+    with tab:
+        specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i]))
+adapter = current_model()
+
+
+def pipelines() -> dict[str, Pipeline] | None:
+    """Label -> Pipeline for every configuration, or None after showing what is wrong."""
+    try:
+        built = {}
+        for i, spec in enumerate(specs):
+            pipe = spec.pipeline()
+            pipe.validate(gen_length)
+            built[f"#{i + 1} {pipe.label}"] = pipe
+        return built
+    except ValueError as exc:
+        st.error(f"Configuration {i + 1}: {exc}")
+        return None
+
+
+def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) -> None:
+    """Decode dense + every configuration; finished traces are kept even if interrupted."""
+    config = decode_config(gen_length)
+    results: list = []
+    st.session_state["cmp_results"] = results
+    bar = st.progress(0.0, text="dense baseline")
+    for label, pipe in {"dense": dense_pipeline(gen_length), **configs}.items():
+        trace = decode_with_bar(adapter, text, pipe, config, bar, label)
+        trace.meta["label"] = label
+        results.append(trace)
+    bar.empty()
+
+
+def show_one(results: list) -> None:
+    dense, others = results[0], results[1:]
+    longest = max(t.nfe for t in results)
+    st.dataframe(comparison_rows(dense, others), key="cmp_table", hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                for c in ("NFE speedup", "seconds", "wall speedup", "tokens/s", "tokens/step")})
+    for column, trace in zip(st.columns(len(others)), others, strict=False):
+        with column:
+            st.markdown(f"**{trace.meta['label']}**")
+            st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
+                      delta_color="off", border=True)
+            st.html(diff_html(str(dense.meta["answer_text"]), str(trace.meta["answer_text"])))
+            st.plotly_chart(on_step_axis(figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}"), longest),
+                            key=f"cmp_heat_{trace.meta['label']}", theme=None)
+    st.caption(f"Dense output (reference for the highlighted differences): {dense.meta['answer_text']!r}, "
+               f"NFE {dense.nfe}")
+    series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
+                                          "cumulative_cost"], key="cmp_series")
+    axis: Literal["step", "progress"] = st.radio("Step axis", ["step", "progress"], horizontal=True, key="cmp_axis",
+                    help="step: raw forward passes; progress: every run resampled onto 0..1")
+    a, b = st.columns([3, 2])
+    a.plotly_chart(figures.step_series_lines(results, series=series, x=axis), key="cmp_series_chart", theme=None)
+    b.plotly_chart(figures.nfe_bar(results), key="cmp_nfe_bar", theme=None)
+
+
+if mode == "one prompt":
+    if st.button("Compare", type="primary", key="cmp_run", disabled=adapter is None) and adapter is not None:
+        try:
+            text = check_prompt(prompt)
+            if (configs := pipelines()) is not None:
+                compare_one(adapter, text, configs)
+        except ValueError as exc:
+            st.error(f"Cannot compare: {exc}")
+    if results := st.session_state.get("cmp_results"):
+        if len(results) < count + 1:
+            st.warning(f"Interrupted: {len(results)} of {count + 1} runs finished.")
+        if len(results) > 1:
+            show_one(results)
+else:
+    a, b = st.columns(2)
+    task = a.selectbox("Task", sorted(TASKS), key="cmp_task", bind="query-params")
+    n = b.number_input("Problems", 1, 50, 3, key="cmp_count", bind="query-params",
+                       help="first n held-out problems of the task (small n keeps it quick on CPU)")
+    run = st.button("Run on the prompt set", type="primary", key="cmp_bench_run", disabled=adapter is None)
+    if run and adapter is not None and (configs := pipelines()) is not None:
+        run_sweep(adapter, heldout_problems(str(task), int(n)), {"dense": dense_pipeline(gen_length), **configs},
+                  decode_config(gen_length), key="cmp_bench")
+    if (rows := sweep_rows("cmp_bench")) is not None:
+        summary = summarize_bench(rows)
+        st.dataframe(summary, key="cmp_summary")
+        records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
+        st.plotly_chart(figures.nfe_accuracy_scatter(records), key="cmp_scatter", theme=None)
+        with st.expander("Every completion"):
+            st.dataframe(rows)

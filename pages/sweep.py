@@ -1,0 +1,86 @@
+"""Running configurations over a prompt set with live progress (Compare and Tune share it).
+
+`run_sweep` wraps `dllm_viz.bench.run_bench`: a progress bar per finished (config, problem)
+row, the model lock held throughout, and the rows finished before an interruption kept in
+st.session_state. The value parsing and grid building are plain Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dllm_viz.bench import ROW_COLUMNS, run_bench
+from dllm_viz.config import DecodeConfig
+from dllm_viz.models import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.tasks import Problem
+from pages.common import dense_pipeline, model_turn
+from pages.widgets import FieldSpec
+
+MAX_GRID = 25
+
+
+def parse_values(name: str, text: str, specs: Sequence[FieldSpec]) -> list[Any]:
+    """Comma-separated values of field `name`, converted to its type; ValueError names the bad one."""
+    kind = next(s.kind for s in specs if s.name == name)
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            values.append(kind(part) if kind is float else int(part))
+        except ValueError:
+            raise ValueError(f"could not read {part!r} as {'an integer' if kind is int else 'a number'} for "
+                             f"{name}; write comma-separated values such as 0.5, 0.7, 0.9") from None
+    if not values:
+        raise ValueError(f"no values given for {name}; write comma-separated values such as 0.5, 0.7, 0.9")
+    return values
+
+
+def sweep_configs(rule: str, extrapolate: str | None, block_length: int, gen_length: int,
+                  grid: Mapping[str, Sequence[Any]]) -> dict[str, Pipeline]:
+    """`dense` plus one pipeline per point of the grid, labelled by its values; invalid points raise."""
+    points = list(itertools.product(*grid.values()))
+    if len(points) > MAX_GRID:
+        raise ValueError(f"the grid has {len(points)} points; use at most {MAX_GRID} (fewer values per field)")
+    configs = {"dense": dense_pipeline(gen_length)}
+    for point in points:
+        values = dict(zip(grid, point, strict=True))
+        pipe = Pipeline.from_names(rule, "fixed", extrapolate, block_length=block_length, **values)
+        pipe.validate(gen_length)
+        configs[", ".join(f"{k}={v}" for k, v in values.items())] = pipe
+    return configs
+
+
+def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mapping[str, Pipeline],
+              config: DecodeConfig, *, key: str) -> None:
+    """Benchmark `configs` (must include 'dense'); rows accumulate in st.session_state[key].
+
+    The row list is stored before the first decode and filled in place, so a click that stops
+    the run (Streamlit then refuses further session-state writes from it) keeps every row so far.
+    """
+    total = max(len(problems) * len(configs), 1)
+    rows: list[dict[str, Any]] = []
+    st.session_state[key] = rows
+    bar = st.progress(0.0, text="starting")
+
+    def on_row(row: dict[str, Any]) -> None:
+        rows.append(row)
+        bar.progress(len(rows) / total, text=f"{len(rows)}/{total}: {row['config']}")  # a yield point
+
+    with model_turn():
+        run_bench(adapter, problems, configs, config, on_row=on_row)
+    bar.empty()
+
+
+def sweep_rows(key: str) -> pd.DataFrame | None:
+    """The rows stored under `key` as bench's DataFrame, or None if there is no dense row yet."""
+    rows = st.session_state.get(key)
+    if not rows or not any(r["config"] == "dense" for r in rows):
+        return None
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))

@@ -1,0 +1,103 @@
+"""Traces: a library of recorded decodes on disk — save, upload, load, delete, export and share.
+
+Files are dllm_viz .npz traces (arrays + JSON metadata, never pickle) in a directory chosen
+here ($DLLM_VIZ_TRACE_DIR or ~/.dllm_viz/traces by default). Exports are built only when their
+download button is clicked. Saving never overwrites a file; deleting asks first.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from dllm_viz import figures
+from dllm_viz.trace import Trace, TraceFileError, load_trace
+from pages.common import set_trace, share_query, trace_dir
+from pages.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
+from pages.views import trace_view
+
+st.title("Traces")
+folder = Path(st.text_input("Trace directory", str(trace_dir()), key="traces_dir",
+                            help="set DLLM_VIZ_TRACE_DIR to change the default")).expanduser()
+
+with st.expander("Save a trace from this session", expanded=True):
+    current = session_traces(st.session_state)
+    if not current:
+        st.caption("Nothing recorded in this session yet: decode on the Decode, Compare or Tune page first.")
+    else:
+        left, right = st.columns([2, 1], vertical_alignment="bottom")
+        label = left.selectbox("Trace", list(current), key="traces_pick")
+        name = right.text_input("File name", key="traces_name", placeholder="e.g. threshold-0.9")
+        if st.button("Save", key="traces_save", type="primary"):
+            target = folder / f"{(name or '').removesuffix('.npz')}.npz"
+            if not re.fullmatch(r"[\w.-]+", (name or "").removesuffix(".npz")):
+                st.error(f"The file name {name!r} is not usable; use letters, digits, '_', '-' or '.'.")
+            elif target.exists():
+                st.error(f"{target} already exists; choose another name (saving never overwrites a trace).")
+            else:
+                st.success(f"Saved {current[label].save(target)}")
+
+with st.expander("Open a trace file from your computer"):
+    upload = st.file_uploader("A .npz trace", type=["npz"], key="traces_upload")
+    if upload is not None and st.session_state.get("traces_upload_id") != upload.file_id:
+        st.session_state["traces_upload_id"] = upload.file_id
+        try:
+            set_trace(uploaded_trace(upload.getvalue(), upload.name), key="traces_loaded")
+            st.success(f"Loaded {upload.name}; it is shown below.")
+        except TraceFileError as exc:
+            st.error(f"Could not read the uploaded file: {exc}")
+
+files = sorted(p.name for p in folder.glob("*.npz")) if folder.is_dir() else []
+st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {folder}")
+chosen = st.selectbox("Open", ["(none)", *files], key="file", bind="query-params",
+                      help="the file name goes into the address bar, so a link reopens this trace")
+if chosen not in (None, "(none)") and st.session_state.get("traces_opened") != chosen:
+    try:
+        set_trace(load_trace(folder / str(chosen)), key="traces_loaded")
+        st.session_state["traces_opened"] = chosen
+    except TraceFileError as exc:
+        st.error(f"Could not open {chosen}: {exc}")
+        st.session_state.pop("traces_loaded", None)
+        st.session_state["traces_opened"] = chosen
+
+def delete(path: Path) -> None:
+    """Remove the file and forget it (a callback, so the picker can be reset)."""
+    path.unlink(missing_ok=True)
+    for key in ("traces_loaded", "traces_opened"):
+        st.session_state.pop(key, None)
+    st.session_state["file"] = "(none)"
+
+
+loaded: Trace | None = st.session_state.get("traces_loaded")
+if loaded is None:
+    st.stop()
+trace: Trace = loaded
+if chosen not in (None, "(none)"):
+    with st.popover("Delete this file"):
+        st.write(f"Delete {folder / str(chosen)} for good?")
+        st.button("Delete", key="traces_delete", type="primary", on_click=delete, args=(folder / str(chosen),))
+
+st.markdown("#### Export and share")
+stem = str(chosen).removesuffix(".npz") if chosen not in (None, "(none)") else "trace"
+cols = st.columns(5)
+cols[0].download_button("Heatmap (HTML)", lambda: figures.figure_html(figures.confidence_heatmap(trace)),
+                        file_name=f"{stem}-heatmap.html", mime="text/html", key="dl_html", on_click="ignore")
+cols[1].download_button("Replay (HTML)", lambda: figures.replay_html(trace), file_name=f"{stem}-replay.html",
+                        mime="text/html", key="dl_replay", on_click="ignore")
+cols[2].download_button("Trace (.npz)", lambda: npz_bytes(trace), file_name=f"{stem}.npz",
+                        mime="application/octet-stream", key="dl_npz", on_click="ignore")
+if png_available():
+    cols[3].download_button("Heatmap (PNG)", lambda: png_bytes(figures.confidence_heatmap(trace)),
+                            file_name=f"{stem}-heatmap.png", mime="image/png", key="dl_png", on_click="ignore")
+else:
+    cols[3].caption("PNG export needs kaleido and Chromium (apt-get install chromium); use HTML instead.")
+if cols[4].button("Open on Decode", key="traces_to_decode"):
+    set_trace(trace)
+    st.switch_page("pages/decode.py")
+query = share_query(trace)
+st.page_link("pages/decode.py", label="Decode page with these settings", query_params=query, icon=":material/link:")
+st.code(f"{(st.context.url or '').rsplit('/', 1)[0]}/?{urlencode(query)}", language=None)
+trace_view(trace, st.session_state.get("traces_loaded_version", 0), prefix="lib_")

@@ -1,0 +1,103 @@
+"""Train: teach the TSPD controller (or the Learn2PD filter) on dense trajectories of the model.
+
+Collects dense decodes of generated training prompts, trains by oracle imitation with live
+loss and validation precision/recall, saves the weights plus their JSON card under the
+controller directory, and hands a chosen file to the Decode page.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dllm_viz.models import ModelAdapter
+from dllm_viz.tasks import TASKS, get_task
+from dllm_viz.train.controller import ControllerConfig, train_controller
+from pages.common import controller_dir, current_model, model_turn
+from pages.widgets import trained_controllers
+
+EPOCH = re.compile(r"epoch (\d+)/\d+ loss ([\d.]+) val precision ([\d.]+) recall ([\d.]+)")
+WEIGHT_KEYS = {"tspd": "controller_weights", "learn2pd": "filter_weights"}
+
+st.title("Train")
+st.caption("Oracle imitation: a position's label is 1 when its current candidate is the token the dense run "
+           "finally wrote there. TSPD learns an LSTM gate over steps; Learn2PD a filter over the window.")
+adapter = current_model()
+a, b, c, d = st.columns(4)
+kind = str(a.segmented_control("Controller", ["tspd", "learn2pd"], default="tspd", required=True, key="train_kind"))
+task = b.selectbox("Training prompts", sorted(TASKS), key="train_task")
+prompts = int(c.number_input("Prompts", 2, 2000, 8, key="train_prompts", help="generated training-split problems"))
+epochs = int(d.number_input("Epochs", 1, 200, 3, key="train_epochs"))
+a, b, c, d = st.columns(4)
+gen_length = int(a.select_slider("Gen length", [16, 32, 64, 128, 256], value=32, key="train_gen"))
+block_length = int(b.number_input("Block length", 1, 256, 32 if gen_length >= 32 else gen_length, key="train_block"))
+hidden = int(c.number_input("Hidden units", 4, 512, 32, key="train_hidden", disabled=kind != "tspd"))
+lr = float(d.number_input("Learning rate", 1e-5, 1.0, 1e-3, format="%.5f", key="train_lr"))
+name = st.text_input("Save as", f"{kind}_{task}_{prompts}", key=f"train_name_{kind}",
+                     help=f"file name (no extension) under {controller_dir()}")
+
+
+def train(adapter: ModelAdapter) -> None:
+    """Train with a progress bar, a live loss chart and the validation metrics of every epoch."""
+    config = ControllerConfig(kind=kind, gen_length=gen_length, block_length=block_length, epochs=epochs,  # type: ignore[arg-type]
+                              hidden=hidden, lr=lr, layers=2)
+    texts = [p.prompt for p in get_task(str(task)).generate(prompts, seed=int(st.session_state.get("seed", 0)),
+                                                             split="train")]
+    bar, chart, history = st.progress(0.0, text="collecting dense trajectories"), st.empty(), []
+
+    def on_progress(message: str) -> None:  # every call is a yield point: a click stops training here
+        if match := EPOCH.search(message):
+            epoch, loss, precision, recall = match.groups()
+            history.append({"epoch": int(epoch), "train loss": float(loss), "val precision": float(precision),
+                            "val recall": float(recall)})
+            chart.line_chart(pd.DataFrame(history).set_index("epoch"))
+            bar.progress(int(epoch) / epochs, text=message)
+        else:
+            bar.progress(0.0, text=message)
+
+    with model_turn():
+        path, card = train_controller(adapter, texts, config, controller_dir() / f"{name}.safetensors",
+                                      on_progress=on_progress)
+    st.session_state["train_result"] = (str(path), card)
+
+
+def use(path: str, which: str) -> None:
+    """Select `path` on the Decode page (its weights widget and the matching rule)."""
+    st.session_state[WEIGHT_KEYS[which]] = path
+    st.session_state["rule"] = which
+
+
+if st.button("Train", type="primary", key="train_run", disabled=adapter is None) and adapter is not None:
+    try:
+        if not re.fullmatch(r"[\w.-]+", name or ""):
+            raise ValueError(f"the name {name!r} is not a plain file name; use letters, digits, '_', '-' or '.'")
+        if gen_length % block_length:
+            raise ValueError(f"block length {block_length} must divide gen length {gen_length}")
+        train(adapter)
+    except ValueError as exc:
+        st.error(f"Cannot train: {exc}")
+
+if result := st.session_state.get("train_result"):
+    path, card = result
+    st.success(f"Saved {path}")
+    validation = card.get("validation", {})
+    x, y, z = st.columns(3)
+    x.metric("Final train loss", f"{card['train_loss'][-1]:.4f}", border=True)
+    y.metric("Validation precision", f"{validation.get('precision', 0):.3f}", border=True)
+    z.metric("Validation recall", f"{validation.get('recall', 0):.3f}", border=True)
+
+st.subheader("Trained controllers")
+found = trained_controllers(controller_dir())
+if not found:
+    st.info(f"None yet in {controller_dir()}.")
+for path, card in found.items():
+    with st.container(border=True):
+        left, right = st.columns([4, 1], vertical_alignment="center")
+        val = card.get("validation", {})
+        left.markdown(f"**{Path(path).name}** · {card.get('kind')} · {card.get('prompts')} prompts · "
+                      f"val precision {val.get('precision', 0):.3f}, recall {val.get('recall', 0):.3f}")
+        if right.button("Use on Decode", key=f"use_{path}", on_click=use, args=(path, str(card.get("kind")))):
+            st.switch_page("pages/decode.py")

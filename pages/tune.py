@@ -1,0 +1,152 @@
+"""Tune: thresholds by eye on a recorded dense trace (instant), or swept over a prompt set.
+
+By eye: record one dense decode, then every slider move replays the rule (and CE) over its
+per-step statistics (pages/replay.py) and shows which tokens it would accept and when, the
+estimated NFE and whether the output matches the dense endpoint; Verify runs it for real.
+Sweep: a grid of one or two field values over held-out problems, plotted as NFE vs accuracy
+with the Pareto front.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dllm_viz import figures
+from dllm_viz.bench import summarize_bench
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
+from dllm_viz.replay import agreement, replay
+from dllm_viz.tasks import TASKS
+from pages.common import (
+    check_prompt,
+    current_model,
+    decode_config,
+    decode_with_bar,
+    diff_html,
+    metrics_row,
+    prompt_input,
+    set_trace,
+)
+from pages.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
+from pages.views import scrubber
+from pages.widgets import component_fields, field_specs, gen_length_input
+
+st.title("Tune")
+mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", required=True, key="tune_mode",
+                            bind="query-params")
+adapter = current_model()
+left, mid, right = st.columns([2, 1, 1])
+rule = left.segmented_control("Commit rule", ["threshold", "cora", "factor", "dream", "fixed_steps"],
+                              default="threshold", required=True, key="tune_rule", bind="query-params")
+gen_length = gen_length_input("tune_gen", default=32, bind=True, container=mid)
+block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,
+                                      key="tune_block", bind="query-params"))
+ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
+
+
+def pipeline(options: dict) -> Pipeline | None:
+    """The chosen rule (+ CE) in fixed blocks, or None after showing why the values are invalid."""
+    try:
+        pipe = Pipeline.from_names(str(rule), "fixed", "kalman" if ce else None, block_length=block_length, **options)
+        pipe.validate(gen_length)
+        return pipe
+    except ValueError as exc:
+        st.error(f"Invalid setting: {exc}")
+        return None
+
+
+def by_eye() -> None:
+    prompt = prompt_input("tune_", bind=True)
+    record = st.button("Record dense trace", key="tune_record", disabled=adapter is None,
+                       help="decode once with LLaDA's dense rule (one token per step); the sliders replay it")
+    if record and adapter is not None:
+        try:
+            dense_pipe = Pipeline.from_names("fixed_steps", block_length=block_length)
+            dense_pipe.validate(gen_length)
+            bar = st.progress(0.0, text="dense")
+            set_trace(decode_with_bar(adapter, check_prompt(prompt), dense_pipe, decode_config(gen_length), bar,
+                                      "dense"), key="tune_dense")
+            bar.empty()
+        except ValueError as exc:
+            st.error(f"Cannot record: {exc}")
+    dense = st.session_state.get("tune_dense")
+    options = component_fields(RULES[rule], "tune_", bind=True)
+    if ce:
+        with st.expander("CE settings", expanded=True):
+            options |= component_fields(EXTRAPOLATORS["kalman"], "tune_", bind=True, columns=4)
+    if dense is None:
+        st.info("Record a dense trace first; then every slider replays it instantly.")
+        return
+    if (pipe := pipeline(options)) is None:
+        return
+    virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
+                     answer_text=adapter.answer_text if adapter else None)
+    st.subheader(f"Replay of {pipe.label} over the dense trace")
+    same = agreement(virtual, dense)
+    a, b, c = st.columns(3)
+    a.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
+             border=True)
+    b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
+             delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
+    c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
+    st.html(diff_html(str(dense.meta["answer_text"]), str(virtual.meta["answer_text"])))
+    step = scrubber(virtual, st.session_state.get("tune_dense_version", 0), "tune_", follow=False)
+    st.html(figures.token_strip_html(virtual, step))
+    st.caption(f"Replayed step {step} reads dense step {virtual.meta['dense_steps'][step] if virtual.nfe else 0}.")
+    x, y = st.columns(2)
+    x.plotly_chart(figures.confidence_heatmap(virtual, title="Replayed commits over the dense statistics"),
+                   key="tune_heat", theme=None)
+    y.plotly_chart(figures.step_series_lines([dense, virtual], series="committed_fraction", x="step"),
+                   key="tune_series", theme=None)
+    st.plotly_chart(figures.commit_order_heatmap(virtual, tokens_per_row=16,
+                                                               title="When the rule would commit each position"),
+                    key="tune_order", theme=None)
+    verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
+    if verify and adapter is not None:
+        bar = st.progress(0.0, text="verify")
+        real = decode_with_bar(adapter, str(dense.meta.get("prompt_text", "")), pipe,
+                               decode_config(dense.gen_length), bar, "real run")
+        bar.empty()
+        st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
+                    f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint.")
+        metrics_row(real, baseline=dense)
+        st.html(diff_html(str(dense.meta["answer_text"]), str(real.meta["answer_text"])))
+
+
+def sweep() -> None:
+    numeric = [s for s in field_specs(RULES[rule]) if s.kind in (int, float) and s.choices is None]
+    if not numeric:
+        st.info(f"{rule} has no numeric field to sweep; pick another rule.")
+        return
+    names = [s.name for s in numeric]
+    a, b = st.columns(2)
+    first = a.selectbox("Sweep", names, key="tune_f1", bind="query-params")
+    values1 = a.text_input("Values", "0.5, 0.7, 0.9" if first == "threshold" else "", key="tune_v1",
+                           bind="query-params", help="comma-separated values of the field")
+    second = b.selectbox("and (optional)", ["(none)", *[n for n in names if n != first]], key="tune_f2",
+                         bind="query-params")
+    values2 = b.text_input("Values ", "", key="tune_v2", bind="query-params", disabled=second == "(none)")
+    task = a.selectbox("Task", sorted(TASKS), key="tune_task", bind="query-params")
+    n = b.number_input("Problems", 1, 50, 3, key="tune_n", bind="query-params")
+    if st.button("Run sweep", type="primary", key="tune_sweep", disabled=adapter is None) and adapter is not None:
+        try:
+            grid = {str(first): parse_values(str(first), values1 or "", numeric)}
+            if second != "(none)":
+                grid[str(second)] = parse_values(str(second), values2 or "", numeric)
+            configs = sweep_configs(str(rule), "kalman" if ce else None, block_length, gen_length, grid)
+        except ValueError as exc:
+            st.error(f"Cannot sweep: {exc}")
+        else:
+            run_sweep(adapter, heldout_problems(str(task), int(n)), configs, decode_config(gen_length),
+                      key="tune_rows")
+    if (rows := sweep_rows("tune_rows")) is not None:
+        summary = summarize_bench(rows)
+        records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
+        st.plotly_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter", theme=None)
+        st.dataframe(summary, key="tune_summary")
+
+
+if mode == "by eye":
+    by_eye()
+else:
+    sweep()

@@ -1,0 +1,110 @@
+"""Showing one trace: metrics, output, the step scrubber, token strip, heatmap and policy views.
+
+Shared by Decode (live), Traces (a loaded file) and Learn. The big heatmap is built once per
+trace version and never carries the playhead, so scrubbing resends only the small companion
+charts (UX.md §4 item 4); the playhead lives in the token strip and the per-step summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from dllm_viz import figures
+from dllm_viz.policies.extras import KALMAN_LOWER, TSPD_GATE
+from dllm_viz.trace import Trace
+from pages.common import cached_figure, metrics_row
+
+PLAYHEAD_COLOR = "#D55E00"
+
+
+def policy_views(trace: Trace) -> dict[str, Callable[[], go.Figure]]:
+    """Views that fit the trace's policy, by name (always the generic ones first)."""
+    pipe = trace.meta.get("pipeline", {})
+    views: dict[str, Callable[[], go.Figure]] = {
+        "commit order": lambda: figures.commit_order_heatmap(trace),
+        "entropy": lambda: figures.entropy_heatmap(trace),
+        "margin": lambda: figures.margin_heatmap(trace),
+        "refinement": lambda: figures.refinement_dumbbell(trace),
+    }
+    if (pipe.get("block") or {}).get("name") == "adablock":
+        views["volatility bands"] = lambda: figures.volatility_band_heatmap(trace)
+    if KALMAN_LOWER in trace.extras:
+        views["Kalman bands"] = lambda: figures.kalman_forecast_bands(trace)
+    rule = pipe.get("rule") or {}
+    if rule.get("name") == "cora":
+        views["persistence runs"] = lambda: figures.persistence_runs_bar(
+            trace, delta_p=float(rule.get("delta_p", 0.97)), m=int(rule.get("m", 2)))
+    if TSPD_GATE in trace.extras:
+        views["TSPD gate"] = lambda: figures.tspd_gate_heatmap(trace)
+    return views
+
+
+def scrubber(trace: Trace, version: int, prefix: str, *, follow: bool = True) -> int:
+    """The step slider; returns the chosen step.
+
+    With `follow`, it jumps to the newest step whenever the trace version changes (a new step
+    arrived); otherwise it keeps its step, clamped to the trace.
+    """
+    key, last = f"{prefix}t", max(trace.num_steps - 1, 0)
+    current = int(st.session_state.get(key, last))
+    if follow and st.session_state.get(f"{key}_version") != version:
+        current = last
+    st.session_state[f"{key}_version"] = version
+    if trace.num_steps <= 1:
+        st.caption(f"Step {last} of {trace.num_steps}")
+        return last
+    back, slider, forward = st.columns([1, 12, 1], vertical_alignment="bottom")
+    if back.button("◀", key=f"{prefix}back", help="previous step (←)", shortcut="Left"):
+        current -= 1
+    if forward.button("▶", key=f"{prefix}fwd", help="next recorded step"):
+        current += 1
+    # Written every run: the slider's identity changes with its range, and this keeps its place.
+    st.session_state[key] = min(max(current, 0), last)
+    return int(slider.slider("Step", 0, last, key=key, help="scrub through the recorded forward passes"))
+
+
+def with_playhead(fig: go.Figure, step: int) -> go.Figure:
+    """A copy of a small step-axis figure with a vertical line at `step`."""
+    out = go.Figure(fig)
+    out.add_vline(x=step, line_dash="dot", line_color=PLAYHEAD_COLOR, line_width=2)
+    return out
+
+
+def on_step_axis(fig: go.Figure, num_steps: int) -> go.Figure:
+    """Set a step heatmap's y range to [0, num_steps) so several share one step axis."""
+    return fig.update_yaxes(range=[max(num_steps, 1) - 0.5, -0.5])
+
+
+def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace | None = None) -> None:
+    """Everything about one trace; `prefix` keeps widget keys apart between pages."""
+    metrics_row(trace, baseline=baseline)
+    stop = trace.meta.get("stop_reason", "")
+    if not trace.is_complete:
+        st.warning(f"Partial trace ({stop}): {trace.nfe} forward passes recorded, "
+                   f"{int((trace.commit_step < 0).sum())} positions still masked.")
+    st.markdown(f"**Output** · {trace.meta.get('label', '')}")
+    st.code(str(trace.meta.get("answer_text", "")) or " ", language=None, wrap_lines=True)
+    if trace.num_steps == 0:
+        return
+    step = scrubber(trace, version, prefix)
+    st.html(figures.token_strip_html(trace, step))
+    heat, side = st.columns(2)
+    heat.plotly_chart(cached_figure(f"{prefix}heatmap", version, lambda: figures.confidence_heatmap(trace)),
+                      key=f"{prefix}heatmap", theme=None)
+    summary = cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace))
+    side.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
+    views = policy_views(trace)
+    if (trace.meta.get("pipeline", {}).get("block") or {}).get("name") == "adablock":
+        st.plotly_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile", theme=None)
+    choice = st.segmented_control("More views", list(views), default=list(views)[-1], key=f"{prefix}view",
+                                  bind="query-params" if not prefix else None)
+    if choice is not None:
+        try:
+            fig = cached_figure(f"{prefix}view:{choice}", version, views[choice])
+        except ValueError as exc:  # e.g. no position was tracked by CE yet in a partial trace
+            st.info(f"The {choice} view has nothing to show yet: {exc}")
+        else:
+            st.plotly_chart(fig, key=f"{prefix}view_chart", theme=None)

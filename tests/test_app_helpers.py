@@ -1,0 +1,106 @@
+"""The app's plain helpers: replaying a rule over a dense trace, export bytes, prompt and value checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
+from dllm_viz.models import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.replay import agreement, replay
+from dllm_viz.trace import Trace, TraceFileError
+from pages.common import PromptError, check_prompt, diff_html, share_query
+from pages.export import npz_bytes, png_available, png_bytes, uploaded_trace
+from pages.sweep import parse_values, sweep_configs
+from pages.widgets import field_specs, parse_strings
+
+
+@pytest.fixture(scope="module")
+def dense(tiny_adapter: ModelAdapter) -> Trace:
+    """LLaDA dense decoding (one token per step) of a short prompt, 2 blocks of 16."""
+    pipeline = Pipeline.from_names("fixed_steps", block_length=16)
+    return decode(tiny_adapter, tiny_adapter.encode_prompt("What is 3 + 4?"), pipeline, DecodeConfig(gen_length=32))
+
+
+def test_replaying_the_dense_rule_reproduces_the_dense_trace(dense: Trace) -> None:
+    again = replay(dense, Pipeline.from_names("fixed_steps", block_length=16))
+    assert again.nfe == dense.nfe
+    np.testing.assert_array_equal(again.tokens, dense.tokens)
+    np.testing.assert_array_equal(again.committed, dense.committed)
+    assert agreement(again, dense) == dense.gen_length
+
+
+@pytest.mark.parametrize("extrapolate", [None, "kalman"])
+def test_a_lower_threshold_never_needs_more_replayed_steps(dense: Trace, extrapolate: str | None) -> None:
+    nfe = []
+    for threshold in (1.0, 0.9, 0.012, 0.005):
+        trace = replay(dense, Pipeline.from_names("threshold", "fixed", extrapolate, threshold=threshold))
+        assert trace.is_complete and trace.tokens_per_step.min() >= 1
+        assert (trace.committed.sum(axis=0) == 1).all()
+        nfe.append(trace.nfe)
+    assert nfe == sorted(nfe, reverse=True) and nfe[0] == dense.nfe and nfe[-1] < dense.nfe
+
+
+def test_replay_records_the_rule_internals_and_which_dense_step_each_step_read(dense: Trace) -> None:
+    trace = replay(dense, Pipeline.from_names("cora", "fixed", "kalman", delta_p=0.012, m=1))
+    assert {"persistence", "kalman_lower"} <= set(trace.extras)
+    steps = trace.meta["dense_steps"]
+    assert len(steps) == trace.nfe and steps == sorted(steps) and steps[0] == 0
+    np.testing.assert_array_equal(trace.confidence, dense.confidence[steps])
+    assert trace.meta["label"] == "replay: cora+kalman"
+
+
+def test_npz_export_round_trips_and_a_corrupt_upload_is_refused(dense: Trace) -> None:
+    again = uploaded_trace(npz_bytes(dense), "copy.npz")
+    np.testing.assert_array_equal(again.tokens, dense.tokens)
+    assert again.meta["label"] == dense.meta["label"]
+    with pytest.raises(TraceFileError, match=r"broken\.npz"):
+        uploaded_trace(b"not a zip", "broken.npz")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not png_available(), reason="PNG export needs kaleido and a Chromium (apt-get install chromium)")
+def test_png_export_through_kaleido(dense: Trace) -> None:
+    from dllm_viz.figures import confidence_heatmap
+
+    assert png_bytes(confidence_heatmap(dense)).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_share_query_names_the_decode_page_widgets(dense: Trace) -> None:
+    query = share_query(dense)
+    assert query == {"gen": "32", "seed": "0", "rule": "fixed_steps", "remasking": "low_confidence",
+                     "block": "fixed", "block_length": "16"}
+
+
+@pytest.mark.parametrize(("text", "message"), [("", "empty"), ("  \n ", "empty"), ("x" * 4001, "at most 4000")])
+def test_check_prompt_refuses_empty_and_oversized_prompts(text: str, message: str) -> None:
+    with pytest.raises(PromptError, match=message):
+        check_prompt(text)
+    assert check_prompt("  hi ") == "hi"
+
+
+def test_diff_html_marks_only_the_changed_words() -> None:
+    out = diff_html("12 + 7 = 19", "12 + 8 = 19 <b>")
+    assert out.count("<mark") == 2 and ">8</mark> = 19 <mark" in out and "&lt;b&gt;" in out  # escaped
+    assert "<mark" not in diff_html("same text", "same text")
+
+
+def test_sweep_values_and_grid() -> None:
+    specs = field_specs(Pipeline.from_names("cora").rule.__class__)
+    assert parse_values("delta_p", "0.5, 0.9,", specs) == [0.5, 0.9]
+    assert parse_values("m", "1,2", specs) == [1, 2]
+    with pytest.raises(ValueError, match=r"'x'.*delta_p"):
+        parse_values("delta_p", "0.5, x", specs)
+    with pytest.raises(ValueError, match="no values"):
+        parse_values("m", " , ", specs)
+    configs = sweep_configs("cora", None, 16, 32, {"delta_p": [0.5, 0.9], "m": [1, 2]})
+    assert next(iter(configs)) == "dense" and "delta_p=0.9, m=2" in configs and len(configs) == 5
+    with pytest.raises(ValueError, match="must be in"):
+        sweep_configs("cora", None, 16, 32, {"delta_p": [1.5]})
+
+
+def test_parse_strings_reads_python_escapes() -> None:
+    assert parse_strings(r"\n,.") == ("\n", ".")
+    assert parse_strings("") is None
