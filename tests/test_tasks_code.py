@@ -40,8 +40,8 @@ def test_reference_passes_and_wrong_bodies_fail() -> None:
 
 
 def test_get_task_names_bad_and_valid_names() -> None:
-    assert set(TASKS) == {"arith", "code"}
-    with pytest.raises(ValueError, match=r"'math'.*\['arith', 'code'\]"):
+    assert set(TASKS) == {"arith", "code", "gsm8k", "humaneval"}
+    with pytest.raises(ValueError, match=r"'math'.*\['arith', 'code', 'gsm8k', 'humaneval'\]"):
         get_task("math")
 
 
