@@ -88,3 +88,11 @@ def test_train_controller_cli_writes_weights_and_card(tiny_dir: Path, tmp_path: 
     assert card["kind"] == "tspd" and set(card["validation"]) >= {"precision", "recall"}
     assert card["prompts"] == 4 and len(card["train_loss"]) == 1
     assert "saved" in capsys.readouterr().out
+
+
+def test_shipped_controllers_for_the_tiny_model_load_with_their_cards() -> None:
+    from dllm_viz.policies.controller_weights import BUNDLED, resolve_path
+
+    for kind in ("tspd", "learn2pd"):
+        weights = load_controller(str(resolve_path(BUNDLED, kind)), kind)
+        assert weights.card["kind"] == kind and {"precision", "recall"} <= set(weights.card["validation"])

@@ -4,8 +4,9 @@ Trajectories come from dense decoding (LLaDA fixed steps, one token per step) of
 the label of a masked position at a step is 1 iff its current candidate equals the token the
 dense run finally wrote there (the "extremely greedy parallel" oracle of Learn2PD, TSPD's
 oracle). Features are computed by the same functions the policies use at decode time
-(policies/controller_features.py). Loss: binary cross-entropy on masked in-window positions
-with positives re-weighted to balance the classes. Deliberate simplification: training is
+(policies/controller_features.py). Loss: binary cross-entropy on masked in-window positions,
+with positives re-weighted to balance the classes for TSPD (decision at 0.5) and unweighted
+for Learn2PD (decision at 0.96, which needs calibrated probabilities). Deliberate simplification: training is
 teacher-forced on the dense trajectories; the straight-through hard gate of the TSPD seed
 (whose decisions would change the simulated trajectory) is not simulated.
 """
@@ -173,7 +174,11 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     pos = float(tensors[1][tr][tensors[2][tr]].sum())
     neg = float(tensors[2][tr].sum()) - pos
-    loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(max(neg, 1.0) / max(pos, 1.0)), reduction="none")
+    # TSPD decides at 0.5, so positives are re-weighted to balance the classes. Learn2PD accepts
+    # at 0.96: that needs calibrated probabilities, which re-weighting would bias downwards
+    # (measured: with balancing no validation cell ever cleared 0.96).
+    weight = max(neg, 1.0) / max(pos, 1.0) if config.kind == "tspd" else 1.0
+    loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight), reduction="none")
     losses = []
     batch = config.batch_size
     for epoch in range(config.epochs):
