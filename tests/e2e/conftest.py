@@ -110,5 +110,10 @@ def page(browser: object) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)  # type: ignore[attr-defined]
     page = context.new_page()
     page.set_default_timeout(30_000)
+    from playwright.sync_api import expect
+
+    # expect() assertions have their own 5 s default; a cold first run (torch import, model
+    # load) on a busy 2-core machine can take longer than that.
+    expect.set_options(timeout=30_000)
     yield page
     context.close()

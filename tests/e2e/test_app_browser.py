@@ -6,6 +6,7 @@ Chromium. Screenshots of every page land in test-artifacts/e2e/ for a human to l
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,14 @@ def slider_value(page: Any, key: str) -> str:
     return str(page.locator(f".st-key-{key} input[type='range']").first.input_value())
 
 
+def wait_slider(page: Any, key: str, value: str, timeout_ms: int = 30_000) -> None:
+    """Wait until the slider keyed `key` shows `value` (a rerun may land after `settle`)."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while slider_value(page, key) != value:
+        assert time.monotonic() < deadline, f"slider {key!r} is {slider_value(page, key)!r}, not {value!r}"
+        page.wait_for_timeout(200)
+
+
 def snap(page: Any, name: str) -> Path:
     """A screenshot of the whole page (the viewport grows to the app's scroll height)."""
     height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
@@ -77,11 +86,12 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
     page.keyboard.press("ArrowRight")  # the Step button's shortcut
     settle(page)
     expect(metric(page, "NFE")).to_have_text("2")
-    assert slider_value(page, "t") == "1"
+    wait_slider(page, "t", "1")
     strip_at_1 = page.get_by_test_id("stHtml").first.inner_html()
     page.keyboard.press("ArrowLeft")  # scrub one step back
     settle(page)
-    assert slider_value(page, "t") == "0"
+    wait_slider(page, "t", "0")
+    settle(page)
     assert page.get_by_test_id("stHtml").first.inner_html() != strip_at_1
     expect(metric(page, "NFE")).to_have_text("2")  # scrubbing runs no forward pass
     page.keyboard.press("Space")  # Play: the fragment's timer runs one forward pass per tick
