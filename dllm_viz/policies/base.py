@@ -122,6 +122,14 @@ class Decision:
 StateT = TypeVar("StateT")
 
 
+def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray:
+    """Reason codes: `reason` on `commit`, forced_top1 on `forced`, NO_REASON elsewhere."""
+    codes = np.full(commit.shape[0], NO_REASON, dtype=np.int8)
+    codes[commit] = reason_code(reason)
+    codes[forced] = reason_code("forced_top1")
+    return codes
+
+
 @runtime_checkable
 class CommitRule(Protocol):
     """Chooses which open positions to commit at each step."""

@@ -12,8 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import Decision, StepView
-from dllm_viz.policies.threshold import forced_or
+from dllm_viz.policies.base import Decision, StepView, forced_or
 
 
 @dataclass(frozen=True)

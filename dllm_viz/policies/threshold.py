@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
-
-from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import Decision, StepView, top_k_mask
 
 
 @dataclass(frozen=True)
@@ -43,10 +41,3 @@ class ThresholdPolicy:
             return Decision.of(above, "threshold"), state
         return Decision.of(top_k_mask(view.confidence, open_, 1), "forced_top1"), state
 
-
-def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray:
-    """Reason codes: `reason` on `commit`, forced_top1 on `forced`, NO_REASON elsewhere."""
-    codes = np.full(commit.shape[0], NO_REASON, dtype=np.int8)
-    codes[commit] = reason_code(reason)
-    codes[forced] = reason_code("forced_top1")
-    return codes
