@@ -78,7 +78,11 @@ QUESTIONS = (
     "How many {items} does {name} end up with?",
     "How many {items} does {name} have at the end?",
 )
-MAX_MULTIPLIER = 9
+# Calibrated difficulty (session 2): results <= 300 with multipliers up to 9 left a 3M model at 5%
+# exact after 98 CPU minutes, so the default range is two-digit results and small factors.
+DEFAULT_MAX_OPERAND = 20
+DEFAULT_MAX_RESULT = 99
+DEFAULT_MAX_MULTIPLIER = 5
 _ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
 
 
@@ -108,15 +112,17 @@ def extract_answer(completion: str) -> str | None:
     return str(int(value)) if value.is_integer() else str(value)
 
 
-def _pick_step(rng: random.Random, value: int, max_operand: int, max_result: int) -> _Step:
+def _pick_step(
+    rng: random.Random, value: int, max_operand: int, max_result: int, max_multiplier: int
+) -> _Step:
     """A random feasible operation on `value` keeping results in [0, max_result]."""
-    choices = ["+"] if value + 1 <= max_result else []
+    choices = ["+"] if value + 2 <= max_result else []
     if value >= 2:
         choices.append("-")
     # Multiplying keeps the left operand small: 2-digit x 1-digit is the hardest product we ask.
     if 2 * value <= max_result and 1 <= value <= max_operand:
         choices.append("*")
-    divisors = [k for k in range(2, MAX_MULTIPLIER + 1) if value % k == 0 and value // k >= 1]
+    divisors = [k for k in range(2, max_multiplier + 1) if value % k == 0 and value // k >= 1]
     if divisors:
         choices.append("/")
     op = rng.choice(choices)
@@ -127,7 +133,7 @@ def _pick_step(rng: random.Random, value: int, max_operand: int, max_result: int
         k = rng.randint(1, min(max_operand, value - 1))
         return _Step(value, "-", k, value - k)
     if op == "*":
-        k = rng.randint(2, min(MAX_MULTIPLIER, max_result // value))
+        k = rng.randint(2, min(max_multiplier, max_result // value))
         return _Step(value, "*", k, value * k)
     k = rng.choice(divisors)
     return _Step(value, "/", k, value // k)
@@ -152,8 +158,9 @@ class ArithTask:
         split: Split = "train",
         min_ops: int = 2,
         max_ops: int = 4,
-        max_operand: int = 50,
-        max_result: int = 300,
+        max_operand: int = DEFAULT_MAX_OPERAND,
+        max_result: int = DEFAULT_MAX_RESULT,
+        max_multiplier: int = DEFAULT_MAX_MULTIPLIER,
     ) -> list[Problem]:
         """`n` distinct problems of `split`, deterministic in all arguments.
 
@@ -165,6 +172,7 @@ class ArithTask:
             max_ops: most operations per problem.
             max_operand: largest added/subtracted/starting number.
             max_result: no intermediate result exceeds this.
+            max_multiplier: largest factor / divisor (and number of groups), >= 2.
         """
         check_split(split)
         if not 1 <= min_ops <= max_ops:
@@ -176,11 +184,16 @@ class ArithTask:
                 f"need max_operand >= 3 and max_result >= max_operand, "
                 f"got max_operand={max_operand}, max_result={max_result}"
             )
+        if not 2 <= max_multiplier <= max_result // 2:
+            raise ValueError(
+                f"need 2 <= max_multiplier <= max_result // 2, got max_multiplier={max_multiplier}, "
+                f"max_result={max_result}"
+            )
         rng = random.Random(f"arith:{seed}:{split}")
         out: list[Problem] = []
         seen: set[str] = set()
         while len(out) < n:
-            problem = self._one(rng, min_ops, max_ops, max_operand, max_result)
+            problem = self._one(rng, min_ops, max_ops, (max_operand, max_result, max_multiplier))
             canonical = problem.problem_id
             if canonical in seen or split_of(canonical) != split:
                 continue
@@ -189,8 +202,9 @@ class ArithTask:
         return out
 
     def _one(
-        self, rng: random.Random, min_ops: int, max_ops: int, max_operand: int, max_result: int
+        self, rng: random.Random, min_ops: int, max_ops: int, limits: tuple[int, int, int]
     ) -> Problem:
+        max_operand, max_result, max_multiplier = limits
         num_ops = rng.randint(min_ops, max_ops)
         name, pron, poss = rng.choice(NAMES)
         items = rng.choice(ITEMS)
@@ -206,16 +220,17 @@ class ArithTask:
         }
         steps: list[_Step] = []
         if rng.random() < 0.3:
-            groups, each = rng.randint(2, MAX_MULTIPLIER), rng.randint(2, 12)
+            groups = rng.randint(2, max_multiplier)
+            each = rng.randint(2, max(2, min(12, max_result // groups)))
             steps.append(_Step(groups, "*", each, groups * each))
             sentences = [f"{name} has {groups} {who['cont']} with {each} {items} in each."]
         else:
             start = rng.randint(2, max_operand)
             sentences = [f"{name} has {start} {items}."]
-            steps.append(_pick_step(rng, start, max_operand, max_result))
+            steps.append(_pick_step(rng, start, max_operand, max_result, max_multiplier))
             sentences.append(_sentence(rng, steps[-1], who))
         while len(steps) < num_ops:
-            steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result))
+            steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
             sentences.append(_sentence(rng, steps[-1], who))
         sentences.append(rng.choice(QUESTIONS).format(**who))
         answer = steps[-1].result

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dllm_viz.tasks.arith import DEFAULT_MAX_MULTIPLIER, DEFAULT_MAX_OPERAND, DEFAULT_MAX_RESULT
+
 LossWeighting = Literal["none", "inv_t", "inv_t_clipped"]
 LOSS_WEIGHTINGS: tuple[str, ...] = ("none", "inv_t", "inv_t_clipped")
 
@@ -24,6 +26,8 @@ class DataConfig:
             because long canvases are mostly EOS and cost quadratic attention.
         curriculum: (start_step, max_ops) stages for arithmetic; min_ops is always 1.
         max_operand: largest starting / added / subtracted number in arithmetic.
+        max_result: no intermediate arithmetic result exceeds this.
+        max_multiplier: largest factor / divisor in arithmetic.
     """
 
     batch_size: int = 32
@@ -31,7 +35,9 @@ class DataConfig:
     canvas_lengths: tuple[int, ...] = (64, 96, 128, 192, 256)
     canvas_weights: tuple[float, ...] = (0.6, 0.2, 0.1, 0.06, 0.04)
     curriculum: tuple[tuple[int, int], ...] = ((0, 2), (1000, 3), (2000, 4))
-    max_operand: int = 50
+    max_operand: int = DEFAULT_MAX_OPERAND
+    max_result: int = DEFAULT_MAX_RESULT
+    max_multiplier: int = DEFAULT_MAX_MULTIPLIER
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -49,6 +55,14 @@ class DataConfig:
     def max_ops_at(self, step: int) -> int:
         """Arithmetic max operations for `step` under the curriculum."""
         return max(ops for start, ops in self.curriculum if start <= step)
+
+    def arith_limits(self) -> dict[str, int]:
+        """Number-range keyword arguments of `ArithTask.generate` for this run."""
+        return {
+            "max_operand": self.max_operand,
+            "max_result": self.max_result,
+            "max_multiplier": self.max_multiplier,
+        }
 
 
 @dataclass(frozen=True, slots=True)

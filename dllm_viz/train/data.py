@@ -123,7 +123,7 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
         split="train",
         min_ops=1,
         max_ops=config.max_ops_at(step),
-        max_operand=config.max_operand,
+        **config.arith_limits(),
     )
     if num_code:
         problems += TASKS["code"].generate(num_code, seed=batch_seed, split="train")

@@ -52,7 +52,7 @@ def masked_loss(
 
 
 def heldout_batches(
-    tokenizer: PreTrainedTokenizerFast, *, num_arith: int, num_code: int, max_operand: int
+    tokenizer: PreTrainedTokenizerFast, *, num_arith: int, num_code: int, limits: dict[str, int]
 ) -> list[tuple[str, float, Batch]]:
     """Fixed held-out batches (task, masking ratio, masked batch), identical every evaluation.
 
@@ -67,7 +67,7 @@ def heldout_batches(
             split="heldout",
             min_ops=2,
             max_ops=4,
-            max_operand=max_operand,
+            **limits,
         ),
         "code": TASKS["code"].generate(num_code, seed=EVAL_SEED, split="heldout"),
     }

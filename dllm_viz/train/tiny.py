@@ -86,7 +86,7 @@ def _tokenizer_for(
         return load_tokenizer(str(path))
     problems = TASKS["arith"].generate(
         config.tokenizer_problems, seed=config.seed, split="train", min_ops=1, max_ops=4,
-        max_operand=config.data.max_operand,
+        **config.data.arith_limits(),
     )  # fmt: skip
     num_code = config.tokenizer_problems // 4
     problems += TASKS["code"].generate(num_code, seed=config.seed, split="train")
@@ -128,8 +128,11 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
                         num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
                         max_positions=raw["max_position_embeddings"])
     steps = int(section.get("trained_steps", 0))
+    # A best score measured on another arithmetic difficulty is not comparable: start over.
+    same_task = section.get("arith_limits") == config.data.arith_limits()
+    best = float(section.get("best_score", -1.0)) if same_task else -1.0
     state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
-                       best_score=float(section.get("best_score", -1.0)), best_step=steps,
+                       best_score=best, best_step=steps,
                        history=list(section.get("history", [])))
     return replace(config, model=model), state
 
@@ -170,7 +173,7 @@ def _open_run(
     forward = torch.compile(model, dynamic=False) if config.use_compile else model
     evals = heldout_batches(
         tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
-        max_operand=config.data.max_operand,
+        limits=config.data.arith_limits(),
     )  # fmt: skip
     return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals)
 
@@ -297,7 +300,7 @@ def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> di
         card = export.training_card(run.model, run.config, state)
         export.export_model(
             run.model, run.tokenizer, run.export_dir, steps=state.step, minutes=state.minutes,
-            card=card, state=state,
+            card=card, state=state, arith_limits=run.config.data.arith_limits(),
         )  # fmt: skip
         progress(f"exported step {state.step} to {run.export_dir}")
     save_checkpoint(run.ckpt_path, run.model, run.opt, run.config, state)
