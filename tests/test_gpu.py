@@ -76,3 +76,36 @@ def test_llada_1b_cache_modes_on_cuda(tmp_path: Path) -> None:
             seconds, nfe = results[(gen_length, cache)]
             print(f"gen_length={gen_length} cache={cache} nfe={nfe} seconds={seconds:.3f} "
                   f"speedup={base / seconds:.2f}x")
+
+
+GPU_BENCH_CONFIGS = ("dense", "threshold", "cora", "adablock+threshold", "threshold+kalman", "cora+kalman",
+                     "tspd", "tspd+kalman")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_policy_bench_on_cuda(tmp_path: Path) -> None:
+    """Issue #7's table on CUDA: every policy with and without dual cache against dense, one run.
+
+    A random model is never confident, so NFE barely moves; what this measures is the policies'
+    per-step overhead against a 1B forward pass and the cache's wall-clock effect at scale.
+    """
+    import pandas as pd
+    from checkpoints import build_llada
+
+    from dllm_viz.bench import parse_config, run_bench, summarize_bench
+    from dllm_viz.evaluation import task_problems
+
+    small = build_llada(tmp_path / "tok")
+    adapter = load(str(build_llada_1b(tmp_path / "llada1b", small)), device="cuda")
+    problems = task_problems("arith", 2)
+    names = [*GPU_BENCH_CONFIGS, *(f"{name}+dual" for name in GPU_BENCH_CONFIGS)]
+    configs = {name: parse_config(name, {"block_length": 32}) for name in names}
+    config = DecodeConfig(gen_length=256)
+    run_bench(adapter, problems[:1], {"dense": configs["dense"]}, config)  # CUDA warm-up
+    rows = run_bench(adapter, problems, configs, config)
+    summary = summarize_bench(rows)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(summary)
+    assert list(summary.index) == names
+    assert summary.loc["dense", "agreement"] == 1.0
+    assert bool(rows["complete"].all())
