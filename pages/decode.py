@@ -13,15 +13,8 @@ from typing import Any
 import streamlit as st
 
 from dllm_viz.stepper import Stepper
-from pages.common import (
-    check_prompt,
-    controller_dir,
-    current_model,
-    decode_config,
-    model_turn,
-    prompt_input,
-    set_trace,
-)
+from pages.common import check_prompt, controller_dir, current_model, decode_config, prompt_input
+from pages.stepping import advance, run_to_end, show_latest
 from pages.views import trace_view
 from pages.widgets import controller_choices, gen_length_input, policy_form
 
@@ -54,51 +47,6 @@ def ready(*, continue_ok: bool) -> Stepper | None:
         return None
     st.session_state["stepper"] = stepper
     return stepper
-
-
-def show_latest() -> None:
-    """Make the session's trace hold the stepper's steps so far, when it has new ones.
-
-    A click during Run stops that run with Streamlit's StopException (runner.fastReruns) at its
-    next yield point, after which it can no longer write session state. Its steps live on in
-    the stepper, so every run (and every Play tick) starts by building the trace from it.
-    """
-    stepper: Stepper | None = st.session_state.get("stepper")
-    if stepper is None or not stepper.nfe or st.session_state.get("trace_of") == (id(stepper), stepper.nfe):
-        return
-    with model_turn():  # an interrupted run may still be finishing its last step
-        trace = stepper.trace()
-    set_trace(trace)
-    st.session_state["trace_of"] = (id(stepper), trace.nfe)
-
-
-def advance(stepper: Stepper) -> str | None:
-    """One forward pass under the model lock; returns an error message if it failed."""
-    try:
-        with model_turn():
-            stepper.step()
-    except ValueError as exc:  # e.g. missing controller weights, prompt too long for the model
-        st.session_state.pop("stepper", None)
-        return f"Cannot decode: {exc}"
-    show_latest()
-    return None
-
-
-def run_to_end(stepper: Stepper) -> None:
-    """Decode to the end with a progress bar and a Stop button; a stopped run keeps its steps."""
-    stop = st.empty()
-    stop.button("Stop", key="stop", help="stop after the current forward pass; the steps so far are kept")
-    bar = st.progress(stepper.progress, text=f"NFE {stepper.nfe}")
-    try:
-        with model_turn():
-            while stepper.step() is not None:
-                bar.progress(stepper.progress, text=f"NFE {stepper.nfe}")  # a yield point: Stop lands here
-    except ValueError as exc:
-        st.error(f"Cannot decode: {exc}")
-        st.session_state.pop("stepper", None)
-    show_latest()
-    bar.empty()
-    stop.empty()
 
 
 def toggle_play() -> None:

@@ -16,7 +16,15 @@ from dllm_viz.engine import decode
 from dllm_viz.policies import Learn2PdPolicy, Pipeline, TspdPolicy
 from dllm_viz.policies.controller_weights import ControllerWeights, load_controller, lstm_step, mlp_forward
 from dllm_viz.policies.extras import FILTER_PROB, TSPD_GATE
-from dllm_viz.train.controller import ControllerConfig, FilterNet, TspdNet, train, tspd_sequences
+from dllm_viz.train.controller import (
+    ControllerConfig,
+    FilterNet,
+    TspdNet,
+    filter_examples,
+    train,
+    train_controller,
+    tspd_sequences,
+)
 
 
 def as_weights(model: torch.nn.Module, card: dict) -> ControllerWeights:
@@ -96,3 +104,30 @@ def test_shipped_controllers_for_the_tiny_model_load_with_their_cards() -> None:
     for kind in ("tspd", "learn2pd"):
         weights = load_controller(str(resolve_path(BUNDLED, kind)), kind)
         assert weights.card["kind"] == kind and {"precision", "recall"} <= set(weights.card["validation"])
+
+
+def test_rollout_labels_compare_with_the_given_endpoint_not_the_rollouts_own() -> None:
+    adapter = ToyAdapter()
+    trace = decode(adapter, [3, 4], Pipeline.from_names("fixed_steps", block_length=8), DecodeConfig(gen_length=16))
+    wrong = np.full_like(trace.final_tokens, -1)  # no candidate can equal it
+    _, own, mask = tspd_sequences([trace], 24, 0.7)
+    _, none, _ = tspd_sequences([trace], 24, 0.7, [wrong])
+    assert own[mask].sum() > 0 and none.sum() == 0
+    _, f_none, _ = filter_examples([trace], [wrong])
+    assert f_none.sum() == 0
+
+
+@pytest.mark.parametrize("kind", ["tspd", "learn2pd"])
+def test_on_policy_rounds_decode_with_the_controller_and_add_data(kind: str, tiny_dir: Path, tmp_path: Path) -> None:
+    from dllm_viz.models import load
+
+    adapter = load(str(tiny_dir), device="cpu")
+    prompts = [f"Tom has {i} apples." for i in range(4)]
+    config = ControllerConfig(kind=kind, gen_length=16, block_length=8, epochs=1, hidden=8)
+    _, plain = train_controller(adapter, prompts, config, tmp_path / "plain.safetensors")
+    path, card = train_controller(adapter, prompts, ControllerConfig(**{**config.__dict__, "rollouts": 2}),
+                                  tmp_path / "dagger.safetensors")
+    assert path.is_file() and [r["round"] for r in card["rollouts"]] == [1, 2]
+    assert card["examples"] == 3 * plain["examples"]  # the dense data plus one rollout per round
+    assert all(r["mean_nfe"] <= r["dense_nfe"] for r in card["rollouts"])
+    assert load_controller(str(path), kind).card["rollouts"] == card["rollouts"]

@@ -22,6 +22,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epochs", type=int, default=5, help="training epochs (default 5)")
     parser.add_argument("--gen-length", type=int, default=128, help="canvas of the dense runs (default 128)")
     parser.add_argument("--block-length", type=int, default=32, help="block of the dense runs (default 32)")
+    parser.add_argument("--rollouts", type=int, default=0,
+                        help="on-policy rounds after the dense fit: decode the prompts with the controller's own "
+                             "hard gate, label against the dense endpoint, refit (the seed's straight-through "
+                             "gate; default 0)")
     parser.add_argument("--out", type=Path, default=None,
                         help="weights path (default: dllm_viz/assets/controllers/<kind>_tiny.safetensors)")
     add_model_options(parser)
@@ -38,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 2:
         raise ValueError(f"`--n` must be >= 2 (one for validation), got {args.n}")
     config = ControllerConfig(kind=args.kind, gen_length=args.gen_length, block_length=args.block_length,
-                              epochs=args.epochs)
+                              epochs=args.epochs, rollouts=args.rollouts)
     if args.prompts is not None:
         problems = load_problems(args.prompts)[: args.n]
     else:

@@ -6,14 +6,21 @@ dense run finally wrote there (the "extremely greedy parallel" oracle of Learn2P
 oracle). Features are computed by the same functions the policies use at decode time
 (policies/controller_features.py). Loss: binary cross-entropy on masked in-window positions,
 with positives re-weighted to balance the classes for TSPD (decision at 0.5) and unweighted
-for Learn2PD (decision at 0.96, which needs calibrated probabilities). Deliberate simplification: training is
-teacher-forced on the dense trajectories; the straight-through hard gate of the TSPD seed
-(whose decisions would change the simulated trajectory) is not simulated.
+for Learn2PD (decision at 0.96, which needs calibrated probabilities).
+
+The seed's straight-through gate ("forward uses the hard decision, which changes the simulated
+trajectory; backward uses dsigma/dlogit") is realised with on-policy rounds (`rollouts`, DAgger):
+after fitting on the dense trajectories, every prompt is decoded again with the controller in
+the loop, so its own hard decisions choose what is committed and which tokens become context;
+those trajectories are labelled against the *dense* endpoint and added to the data, and the
+controller is refitted. The gradient is BCE's on the logit, i.e. the estimator's backward.
+With `rollouts=0` training is teacher-forced on the dense trajectories only.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -55,6 +62,7 @@ class ControllerConfig:
     val_fraction: float = 0.2
     batch_size: int = 256
     seed: int = 0
+    rollouts: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ("tspd", "learn2pd"):
@@ -63,6 +71,8 @@ class ControllerConfig:
             raise ValueError(f"`val_fraction` must be in (0, 1), got {self.val_fraction!r}")
         if self.epochs < 1:
             raise ValueError(f"`epochs` must be >= 1, got {self.epochs!r}")
+        if self.rollouts < 0:
+            raise ValueError(f"`rollouts` must be >= 0, got {self.rollouts!r}")
 
 
 def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig,
@@ -78,20 +88,39 @@ def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: 
     return traces
 
 
-def _labels(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """[S, L] oracle labels (candidate == final token) and the mask of masked in-window cells."""
+def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, weights: Path,
+                         on_progress: Callable[[int, int], None] | None = None) -> list[Trace]:
+    """Decode every prompt with the controller at `weights` in the loop (its hard gate commits)."""
+    option = {"tspd": "controller_weights", "learn2pd": "filter_weights"}[config.kind]
+    pipeline = Pipeline.from_names(config.kind, block_length=config.block_length, **{option: str(weights)})
+    traces = []
+    for index, prompt in enumerate(prompts):
+        ids = adapter.encode_prompt(prompt)
+        traces.append(decode(adapter, ids, pipeline, DecodeConfig(gen_length=config.gen_length)))
+        if on_progress is not None:
+            on_progress(index + 1, len(prompts))
+    return traces
+
+
+def _labels(trace: Trace, target: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """[S, L] oracle labels (candidate == target, default the trace's own final tokens) and the
+    mask of masked in-window cells."""
     masked = trace.tokens[:-1] == trace.tokens[0]
     in_window = np.zeros_like(masked)
     for step, (start, end) in enumerate(trace.window):
         in_window[step, start:end] = True
-    return (trace.candidate == trace.final_tokens[None, :]).astype(np.float32), masked & in_window
+    final = trace.final_tokens if target is None else target
+    return (trace.candidate == final[None, :]).astype(np.float32), masked & in_window
 
 
-def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (trace, position) sequences over steps: features [N, S, F], labels [N, S], mask [N, S]."""
+def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
+                   targets: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (trace, position) sequences over steps: features [N, S, F], labels [N, S], mask [N, S].
+
+    `targets` (one per trace) are the oracle endpoints; by default each trace's own final tokens.
+    """
     xs, ys, ms = [], [], []
-    for trace in traces:
+    for index, trace in enumerate(traces):
         state = initial_feature_state(trace.gen_length)
         steps = []
         for step in range(trace.num_steps):
@@ -101,10 +130,16 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float
                                          trace.candidate[step], (int(start), int(end)), in_window, vocab_size,
                                          state, beta)
             steps.append(feats)
-        labels, mask = _labels(trace)
+        labels, mask = _labels(trace, None if targets is None else targets[index])
         xs.append(np.stack(steps, axis=1))  # [L, S, F]
         ys.append(labels.T)
         ms.append(mask.T)
+    return _concat_sequences(xs, ys, ms)
+
+
+def _concat_sequences(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], ms: Sequence[np.ndarray]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenate sequence arrays along axis 0 after padding their step axis to a common width."""
     width = max(x.shape[1] for x in xs)
     return tuple(np.concatenate([_pad_steps(a, width) for a in arrays]) for arrays in (xs, ys, ms))  # type: ignore[return-value]
 
@@ -114,11 +149,12 @@ def _pad_steps(array: np.ndarray, width: int) -> np.ndarray:
     return np.pad(array, [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2))
 
 
-def filter_examples(traces: Sequence[Trace]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def filter_examples(traces: Sequence[Trace], targets: Sequence[np.ndarray] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per step: window confidences [N, 32], labels [N, 32], mask of masked slots [N, 32]."""
     xs, ys, ms = [], [], []
-    for trace in traces:
-        labels, mask = _labels(trace)
+    for index, trace in enumerate(traces):
+        labels, mask = _labels(trace, None if targets is None else targets[index])
         for step in range(trace.num_steps):
             window = (int(trace.window[step, 0]), int(trace.window[step, 1]))
             xs.append(filter_input(trace.confidence[step].astype(np.float64), window))
@@ -191,7 +227,7 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total, count = total + float(loss) * len(idx), count + len(idx)
+            total, count = total + loss.item() * len(idx), count + len(idx)
         losses.append(total / max(count, 1))
         with torch.no_grad():
             vi = torch.from_numpy(val)
@@ -212,28 +248,56 @@ def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Pa
     return path
 
 
+def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size: int, config: ControllerConfig
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if config.kind == "tspd":
+        return tspd_sequences(traces, vocab_size, config.beta, targets)
+    return filter_examples(traces, targets)
+
+
 def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
                      on_progress: Callable[[str], None] | None = None) -> tuple[Path, dict[str, object]]:
-    """Collect trajectories, train, save; returns the weights path and the card."""
+    """Collect trajectories, train (plus `config.rollouts` on-policy rounds), save.
+
+    Returns the weights path and the card.
+    """
     say = on_progress or (lambda message: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
                                   lambda i, n: say(f"trajectory {i}/{n}") if i % 10 == 0 or i == n else None)
-    if config.kind == "tspd":
-        x, y, m = tspd_sequences(traces, adapter.info.vocab_size, config.beta)
-        threshold = 0.5
-    else:
-        x, y, m = filter_examples(traces)
-        threshold = 0.96
-    model, losses, metrics = train(x, y, m, config, gate_threshold=threshold,
-                                   on_epoch=lambda e, loss, met: say(f"epoch {e + 1}/{config.epochs} loss {loss:.4f} "
-                                                                     f"val precision {met['precision']:.3f} "
-                                                                     f"recall {met['recall']:.3f}"))
+    targets = [trace.final_tokens for trace in traces]
+    vocab_size = adapter.info.vocab_size
+    threshold = 0.5 if config.kind == "tspd" else 0.96
+    x, y, m = _examples(traces, targets, vocab_size, config)
+
+    def fit(label: str) -> tuple[nn.Module, list[float], dict[str, float]]:
+        return train(x, y, m, config, gate_threshold=threshold,
+                     on_epoch=lambda e, loss, met: say(f"{label}epoch {e + 1}/{config.epochs} loss {loss:.4f} "
+                                                       f"val precision {met['precision']:.3f} "
+                                                       f"recall {met['recall']:.3f}"))
+
+    model, losses, metrics = fit("")
     card: dict[str, object] = {
-        "kind": config.kind, "layers": config.layers, "hidden": config.hidden,
-        "vocab_size": adapter.info.vocab_size, "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
-        "model": adapter.info.name_or_path, "prompts": len(prompts), "examples": int(x.shape[0]),
-        "config": asdict(config), "train_loss": losses, "validation": metrics, "gate_threshold": threshold,
-        "train_seconds": round(time.perf_counter() - started, 1),
+        "kind": config.kind, "layers": config.layers, "hidden": config.hidden, "vocab_size": vocab_size,
+        "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
+        "model": adapter.info.name_or_path, "prompts": len(prompts), "config": asdict(config),
+        "gate_threshold": threshold,
     }
+    rounds: list[dict[str, object]] = []
+    for round_index in range(1, config.rollouts + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            weights = save_controller(model, Path(tmp) / f"round{round_index}.safetensors", card)
+            rollout = rollout_trajectories(adapter, prompts, config, weights)
+        rounds.append({"round": round_index, "mean_nfe": float(np.mean([t.nfe for t in rollout])),
+                       "dense_nfe": float(np.mean([t.nfe for t in traces]))})
+        say(f"rollout {round_index}/{config.rollouts}: mean NFE {rounds[-1]['mean_nfe']:.1f} "
+            f"(dense {rounds[-1]['dense_nfe']:.1f})")
+        more = _examples(rollout, targets, vocab_size, config)
+        if config.kind == "tspd":
+            x, y, m = _concat_sequences(*([a, b] for a, b in zip((x, y, m), more, strict=True)))
+        else:
+            x, y, m = (np.concatenate([a, b]) for a, b in zip((x, y, m), more, strict=True))
+        model, losses, metrics = fit(f"round {round_index} ")
+    card.update({"examples": int(x.shape[0]), "train_loss": losses, "validation": metrics, "rollouts": rounds,
+                 "train_seconds": round(time.perf_counter() - started, 1)})
     return save_controller(model, out, card), card
