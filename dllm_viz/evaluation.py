@@ -81,8 +81,8 @@ def task_problems(task: str, n: int | None = None, data: str | Path | None = Non
     """
     if task in ("gsm8k", "humaneval"):
         if data is None:
-            raise ValueError(f"task {task!r} needs its data file: pass --data PATH "
-                             "(e.g. ../shared/data/gsm8k_test.jsonl or HumanEval.jsonl.gz)")
+            raise ValueError(f"task {task!r} needs its data: pass --data PATH "
+                             "(e.g. ../shared/data/gsm8k_test.jsonl or HumanEval.jsonl.gz) or --data hub when online")
         return load_gsm8k(data, n=n) if task == "gsm8k" else load_humaneval(data, n=n)
     return heldout_problems(task, n)
 

@@ -84,3 +84,46 @@ def test_eval_cli_reads_gsm8k_from_a_path(tiny_dir: Path, capsys: pytest.Capture
     assert "exceeds the model's context" in capsys.readouterr().err
     assert main(["eval", "--model", str(tiny_dir), "--device", "cpu", "--task", "gsm8k", "--n", "1"]) == 2
     assert "--data" in capsys.readouterr().err
+
+
+@needs_data
+def test_hub_loading_builds_the_same_problems_as_the_local_files(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--data hub` fetches the official parquet files; a fake hub serves the shared data as parquet."""
+    import gzip
+    import json
+
+    import pandas as pd
+
+    from dllm_viz.tasks import hub
+
+    with gzip.open(DATA / "HumanEval.jsonl.gz", "rt") as handle:
+        humaneval_lines = handle.read().splitlines()[:5]
+    sources = {"openai/gsm8k": [json.loads(line) for line in (DATA / "gsm8k_test.jsonl").read_text().splitlines()[:20]],
+               "openai/openai_humaneval": [json.loads(line) for line in humaneval_lines]}
+    asked = []
+
+    def fake_download(*, repo_id: str, filename: str, repo_type: str) -> str:
+        asked.append((repo_id, filename, repo_type))
+        path = tmp_path / repo_id.replace("/", "_") / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(sources[repo_id]).to_parquet(path)
+        return str(path)
+
+    monkeypatch.setattr(hub, "_hf_hub_download", fake_download)
+    assert load_gsm8k("hub", n=10) == load_gsm8k(DATA / "gsm8k_test.jsonl", n=10)
+    assert load_humaneval("hub", n=5) == load_humaneval(DATA / "HumanEval.jsonl.gz", n=5)
+    assert asked == [(*hub.HUB_FILES["gsm8k"], "dataset"), (*hub.HUB_FILES["humaneval"], "dataset")]
+
+
+def test_offline_hub_error_names_the_local_file_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dllm_viz.tasks import hub
+
+    def offline(**kwargs: object) -> str:
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(hub, "_hf_hub_download", offline)
+    with pytest.raises(ValueError, match=r"openai/gsm8k.*offline.*gsm8k_test\.jsonl"):
+        load_gsm8k("hub")
+    with pytest.raises(ValueError, match="no hub source"):
+        hub.hub_records("arith")

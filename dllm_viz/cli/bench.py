@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tasks", default="arith",
                         help="comma-separated tasks: arith,code,gsm8k,humaneval (default: arith)")
     parser.add_argument("--data", type=Path, action="append", default=None,
-                        help="data file for gsm8k / humaneval (repeat for both; matched by task order)")
+                        help="data file (or 'hub') for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
     parser.add_argument("--policies", default="dense,threshold",
                         help="comma-separated configurations, components joined by '+', e.g. "

@@ -19,9 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "eval", help="accuracy of a policy on a held-out prompt set",
         description="Decode a prompt set with one policy and score every completion.")
     parser.add_argument("--task", choices=["arith", "code", "gsm8k", "humaneval"], default="arith",
-                        help="task (default: arith); gsm8k and humaneval need --data")
+                        help="task (default: arith); gsm8k and humaneval need --data (a file, or 'hub')")
     parser.add_argument("--data", type=Path, default=None,
-                        help="GSM8K jsonl or HumanEval jsonl(.gz) file for --task gsm8k / humaneval")
+                        help="GSM8K jsonl or HumanEval jsonl(.gz) file for --task gsm8k / humaneval, or 'hub' to fetch "
+                             "the test split from the Hugging Face hub")
     parser.add_argument("--split", choices=["heldout"], default="heldout",
                         help="which bundled set: heldout (sample_prompts/<task>_heldout.jsonl)")
     parser.add_argument("--prompts", type=Path, default=None, help="a jsonl prompt set instead of the bundled one")

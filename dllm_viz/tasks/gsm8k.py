@@ -1,4 +1,4 @@
-"""GSM8K from a local jsonl file: few-shot prompts and lm-evaluation-harness answer extraction.
+"""GSM8K from a local jsonl file (or the hub): few-shot prompts and lm-evaluation-harness answer extraction.
 
 Extraction follows lm-eval's gsm8k task (ALGORITHMS.md §8.2): the completion is cut at the stop
 sequence "Question:"; *strict-match* takes the first `#### <number>`; *flexible-extract* takes
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.hub import HUB, hub_records
 
 STOP = "Question:"
 _STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
@@ -56,20 +57,25 @@ def few_shot_prompt(question: str, shots: list[tuple[str, str]]) -> str:
 
 
 def load_gsm8k(path: str | Path, *, n: int | None = None, shots: int = 5) -> list[Problem]:
-    """GSM8K problems from a jsonl file with `question` and `answer` fields.
+    """GSM8K problems from a jsonl file with `question` and `answer` fields, or from the hub.
 
     Args:
-        path: e.g. ../shared/data/gsm8k_test.jsonl.
+        path: e.g. ../shared/data/gsm8k_test.jsonl, or "hub" for openai/gsm8k's test split.
         n: keep the first n problems (after the ones used as shots).
         shots: few-shot examples prepended to each prompt (Fast-dLLM/AdaBlock use 5).
 
     Raises:
         FileNotFoundError: the file is missing.
-        ValueError: a line is not a GSM8K record.
+        ValueError: a line is not a GSM8K record, or the hub is unreachable.
     """
+    if str(path) == HUB:
+        records = [(r["question"], r["answer"]) for r in hub_records("gsm8k")]
+        return gsm8k_problems(records, n=n, shots=shots)
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"GSM8K file {str(path)!r} does not exist; pass the path to gsm8k_test.jsonl")
+        raise FileNotFoundError(
+            f"GSM8K file {str(path)!r} does not exist; pass the path to gsm8k_test.jsonl (or 'hub' when online)"
+        )
     records = []
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -78,6 +84,11 @@ def load_gsm8k(path: str | Path, *, n: int | None = None, shots: int = 5) -> lis
         if not isinstance(record, dict) or not {"question", "answer"} <= set(record):
             raise ValueError(f"{path}:{line_no} is not a GSM8K record (needs question and answer)")
         records.append((record["question"], record["answer"]))
+    return gsm8k_problems(records, n=n, shots=shots)
+
+
+def gsm8k_problems(records: list[tuple[str, str]], *, n: int | None, shots: int) -> list[Problem]:
+    """(question, answer) records -> problems; the first `shots` records become the examples."""
     examples, rest = records[:shots], records[shots:]
     problems = [
         Problem(task="gsm8k", problem_id=f"gsm8k/{i + shots}", prompt=few_shot_prompt(q, examples),

@@ -1,4 +1,4 @@
-"""HumanEval from a local (optionally gzipped) jsonl file, scored pass@1 in our sandbox.
+"""HumanEval from a local (optionally gzipped) jsonl file or the hub, scored pass@1 in our sandbox.
 
 Post-processing as Fast-dLLM/AdaBlock do (ALGORITHMS.md §8.2): if the completion holds a
 ```python block, take its contents; if that code defines the entry point itself, run it after
@@ -13,8 +13,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.hub import HUB, hub_records
 from dllm_viz.tasks.sandbox import run_sandboxed
 
 TIMEOUT_S = 10.0
@@ -24,21 +26,32 @@ _FENCE = re.compile(r"```(?:python|py)?\n(.*?)(?:```|$)", re.DOTALL)
 def load_humaneval(path: str | Path, *, n: int | None = None) -> list[Problem]:
     """HumanEval problems (task_id, prompt, canonical_solution, test, entry_point).
 
+    `path` is a jsonl(.gz) file, or "hub" for openai/openai_humaneval's test split.
+
     Raises:
         FileNotFoundError: the file is missing.
-        ValueError: a record lacks a HumanEval field.
+        ValueError: a record lacks a HumanEval field, or the hub is unreachable.
     """
+    if str(path) == HUB:
+        return humaneval_problems(hub_records("humaneval"), source="hub", n=n)
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"HumanEval file {str(path)!r} does not exist; pass the path to HumanEval.jsonl.gz")
+        raise FileNotFoundError(
+            f"HumanEval file {str(path)!r} does not exist; pass the path to HumanEval.jsonl.gz (or 'hub' when online)"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
         records = [json.loads(line) for line in handle if line.strip()]
+    return humaneval_problems(records, source=str(path), n=n)
+
+
+def humaneval_problems(records: list[dict[str, Any]], *, source: str, n: int | None) -> list[Problem]:
+    """HumanEval records -> problems; `source` names where they came from in errors."""
     problems = []
     for record in records:
         missing = {"task_id", "prompt", "canonical_solution", "test", "entry_point"} - set(record)
         if missing:
-            raise ValueError(f"{path}: record {record.get('task_id', '?')!r} lacks {sorted(missing)}")
+            raise ValueError(f"{source}: record {record.get('task_id', '?')!r} lacks {sorted(missing)}")
         problems.append(Problem(task="humaneval", problem_id=record["task_id"], prompt=record["prompt"],
                                 target=record["canonical_solution"], gold=record["test"],
                                 entry_point=record["entry_point"]))
