@@ -79,13 +79,7 @@ def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: 
                          on_progress: Callable[[int, int], None] | None = None) -> list[Trace]:
     """Dense-decode every prompt (one token per step) and keep the traces."""
     pipeline = Pipeline(FixedStepsPolicy(), FixedBlocks(config.block_length))
-    traces = []
-    for index, prompt in enumerate(prompts):
-        ids = adapter.encode_prompt(prompt)
-        traces.append(decode(adapter, ids, pipeline, DecodeConfig(gen_length=config.gen_length)))
-        if on_progress is not None:
-            on_progress(index + 1, len(prompts))
-    return traces
+    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress)
 
 
 def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, weights: Path,
@@ -93,10 +87,14 @@ def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: 
     """Decode every prompt with the controller at `weights` in the loop (its hard gate commits)."""
     option = {"tspd": "controller_weights", "learn2pd": "filter_weights"}[config.kind]
     pipeline = Pipeline.from_names(config.kind, block_length=config.block_length, **{option: str(weights)})
+    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress)
+
+
+def _decode_all(adapter: ModelAdapter, prompts: Sequence[str], pipeline: Pipeline, gen_length: int,
+                on_progress: Callable[[int, int], None] | None) -> list[Trace]:
     traces = []
     for index, prompt in enumerate(prompts):
-        ids = adapter.encode_prompt(prompt)
-        traces.append(decode(adapter, ids, pipeline, DecodeConfig(gen_length=config.gen_length)))
+        traces.append(decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=gen_length)))
         if on_progress is not None:
             on_progress(index + 1, len(prompts))
     return traces
