@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dllm_viz.tasks import get_task
-from dllm_viz.tasks.arith import ArithTask, extract_answer
+from dllm_viz.tasks.arith import DEFAULT_MAX_MULTIPLIER, DEFAULT_MAX_RESULT, ArithTask, extract_answer
 from dllm_viz.tasks.base import split_of
 
 LINE_RE = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)$")
+LINE_RE_M = re.compile(LINE_RE.pattern, re.MULTILINE)
 
 
 def test_generation_is_deterministic_by_seed() -> None:
@@ -44,7 +45,9 @@ def test_each_line_uses_the_previous_result(seed: int, max_ops: int) -> None:
             assert int(left) % int(right) == 0
         if previous is not None:
             assert int(left) == previous
-        assert 0 <= int(result) <= 300
+        assert 0 <= int(result) <= DEFAULT_MAX_RESULT
+        if op in "*/":  # a factor or divisor is small ("3 boxes with 7 each" puts it on the left)
+            assert 2 <= min(int(left), int(right)) <= DEFAULT_MAX_MULTIPLIER
         previous = int(result)
     assert final == f"#### {previous}" and problem.gold == str(previous)
     assert problem.task == "arith" and problem.entry_point is None
@@ -55,6 +58,16 @@ def test_difficulty_knobs_bound_operations_and_operands() -> None:
     assert all(p.target.count("\n") == 2 for p in problems)
     starts = [int(p.target.split(" ")[0]) for p in problems if "with" not in p.prompt]
     assert max(starts) <= 9
+
+
+def test_number_ranges_bound_every_result_and_factor() -> None:
+    problems = ArithTask().generate(300, seed=2, split="train", max_result=40, max_multiplier=3)
+    for problem in problems:
+        for left, op, right, result in LINE_RE_M.findall(problem.target):
+            assert int(result) <= 40 and int(left) <= 40
+            if op in "*/":
+                assert 2 <= min(int(left), int(right)) <= 3
+    assert {op for p in problems for _, op, _, _ in LINE_RE_M.findall(p.target)} == set("+-*/")
 
 
 @pytest.mark.parametrize(
@@ -89,3 +102,5 @@ def test_invalid_difficulty_names_the_value() -> None:
         ArithTask().generate(1, seed=0, split="train", min_ops=3, max_ops=2)
     with pytest.raises(ValueError, match="'test'"):
         ArithTask().generate(1, seed=0, split="test")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_multiplier=1"):
+        ArithTask().generate(1, seed=0, split="train", max_multiplier=1)
