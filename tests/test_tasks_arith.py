@@ -16,6 +16,13 @@ LINE_RE = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)$")
 LINE_RE_M = re.compile(LINE_RE.pattern, re.MULTILINE)
 
 
+def small_factor(left: str, op: str, right: str, limit: int) -> bool:
+    """Divisors, and one factor of a product, lie in [2, limit] ("3 boxes with 7 each": the left one)."""
+    if op == "/":
+        return 2 <= int(right) <= limit
+    return op != "*" or 2 <= int(right) <= limit or 2 <= int(left) <= limit
+
+
 def test_generation_is_deterministic_by_seed() -> None:
     task = ArithTask()
     assert task.generate(50, seed=3, split="train") == task.generate(50, seed=3, split="train")
@@ -46,8 +53,7 @@ def test_each_line_uses_the_previous_result(seed: int, max_ops: int) -> None:
         if previous is not None:
             assert int(left) == previous
         assert 0 <= int(result) <= DEFAULT_MAX_RESULT
-        if op in "*/":  # a factor or divisor is small ("3 boxes with 7 each" puts it on the left)
-            assert 2 <= min(int(left), int(right)) <= DEFAULT_MAX_MULTIPLIER
+        assert small_factor(left, op, right, DEFAULT_MAX_MULTIPLIER)
         previous = int(result)
     assert final == f"#### {previous}" and problem.gold == str(previous)
     assert problem.task == "arith" and problem.entry_point is None
@@ -65,8 +71,7 @@ def test_number_ranges_bound_every_result_and_factor() -> None:
     for problem in problems:
         for left, op, right, result in LINE_RE_M.findall(problem.target):
             assert int(result) <= 40 and int(left) <= 40
-            if op in "*/":
-                assert 2 <= min(int(left), int(right)) <= 3
+            assert small_factor(left, op, right, 3)
     assert {op for p in problems for _, op, _, _ in LINE_RE_M.findall(p.target)} == set("+-*/")
 
 
