@@ -185,3 +185,37 @@ def test_warm_start_from_an_export_continues_its_step_and_weights(tmp_path: Path
     assert [h["step"] for h in saved["state"]["history"]] == [3, 4]
     moved = sum((saved["model"][k] - v).abs().sum().item() for k, v in exported.items())
     assert 0 < moved < sum(v.abs().sum().item() for v in exported.values())  # one step away, not re-initialised
+
+
+def test_model_card_and_config_say_where_each_session_trained(tmp_path: Path) -> None:
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    section = json.loads((export_dir / "config.json").read_text())["dllm_viz"]
+    assert section["trained_on"].startswith("cpu (") and section["arith_limits"] == TINY.data.arith_limits()
+    assert f"on {section['trained_on']}" in (export_dir / "MODEL_CARD.md").read_text()
+    with pytest.raises(ValueError, match="'tpu'"):
+        replace(TINY, device="tpu")
+
+
+def test_warm_start_on_another_arithmetic_difficulty_forgets_the_best_score(tmp_path: Path) -> None:
+    """A best score measured on other held-out problems must not block exporting the new ones."""
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    harder = replace(TINY, max_steps=4, data=replace(TINY.data, max_result=150))
+    lines: list[str] = []
+    train(tmp_path / "second", harder, export_dir=tmp_path / "export2", progress=lines.append, init_from=export_dir)
+    assert any("(best)" in line for line in lines if line.startswith("eval step 4"))
+    section = json.loads((tmp_path / "export2" / "config.json").read_text())["dllm_viz"]
+    assert section["arith_limits"]["max_result"] == 150 and section["trained_steps"] == 4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_trains_on_cuda_and_resumes_on_cpu(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    first = train(run_dir, replace(TINY, device="cuda"), export_dir=tmp_path / "export")
+    assert first["step"] == 3
+    section = json.loads((tmp_path / "export" / "config.json").read_text())["dllm_viz"]
+    assert "cuda" in section["trained_on"]
+    second = train(run_dir, replace(TINY, max_steps=5), resume=True, export_dir=None)
+    assert second["step"] == 5

@@ -78,6 +78,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="always use --threads (default: measure 1 vs --threads and use the faster)",
     )
     parser.add_argument(
+        "--device", default=d_train.device,
+        help="cpu (default), cuda, cuda:N or mps; on a GPU raise --batch-size (e.g. 256)",
+    )
+    parser.add_argument(
         "--compile", action="store_true", help="torch.compile the model (slower on 2 cores)"
     )
 
@@ -103,6 +107,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         num_threads=args.threads,
         adaptive_threads=not args.fixed_threads,
         use_compile=args.compile,
+        device=args.device,
         data=data,
         model=model,
     )

@@ -26,6 +26,7 @@ class TrainState:
         minutes: total wall time over all sessions.
         best_score / best_step: best held-out score so far and where (the exported model).
         history: one record per evaluation (step, minutes, train_loss, score).
+        trained_on: the devices of the sessions so far, in order (for the model card).
     """
 
     step: int = 0
@@ -33,6 +34,7 @@ class TrainState:
     best_score: float = -1.0
     best_step: int = -1
     history: list[dict[str, float]] = field(default_factory=list)
+    trained_on: list[str] = field(default_factory=list)
 
 
 def save_checkpoint(

@@ -46,6 +46,10 @@ class Batch:
     t: torch.Tensor
     answer_len: torch.Tensor
 
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch with every tensor on `device`."""
+        return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+
 
 def format_prompt(prompt: str) -> str:
     """The exact text the model sees before its answer."""

@@ -47,9 +47,9 @@ def dllm_viz_section(
         "delimiters": list(DELIMITERS),
         "trained_steps": steps,
         "train_minutes": round(minutes, 1),
-        "trained_on": "cpu (2 cores)",
     }
     if state is not None:
+        section["trained_on"] = " + ".join(state.trained_on) or "cpu"
         section["best_score"] = state.best_score
         section["history"] = state.history
     if arith_limits is not None:
@@ -156,7 +156,7 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
     return model_card(
         {
             "num_params": sum(p.numel() for p in model.parameters()),
-            "trained_on": "cpu (2 cores)",
+            "trained_on": " + ".join(state.trained_on) or "cpu",
             "max_operand": d.max_operand,
             "max_result": d.max_result,
             "max_multiplier": d.max_multiplier,

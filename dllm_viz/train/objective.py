@@ -103,8 +103,10 @@ def heldout_metrics(
     """
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     counts: dict[tuple[str, float], torch.Tensor] = {}
     for task, ratio, batch in batches:
+        batch = batch.to(device)
         right = bidirectional_logits(model, batch.input_ids).argmax(dim=-1) == batch.labels
         on_answer = batch.is_masked & batch.is_content
         row_ok = (right | ~on_answer).all(dim=1)
@@ -115,9 +117,9 @@ def heldout_metrics(
                 (right & on_answer).sum(),
                 on_answer.sum(),
                 row_ok.sum(),
-                torch.tensor(row_ok.numel()),
+                torch.tensor(row_ok.numel(), device=device),
             ]
-        ).double()
+        ).double().cpu()
         counts[(task, ratio)] = (
             counts.get((task, ratio), torch.zeros(6, dtype=torch.float64)) + tally
         )

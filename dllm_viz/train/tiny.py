@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -133,7 +134,8 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     best = float(section.get("best_score", -1.0)) if same_task else -1.0
     state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
                        best_score=best, best_step=steps,
-                       history=list(section.get("history", [])))
+                       history=list(section.get("history", [])),
+                       trained_on=[part for part in str(section.get("trained_on", "")).split(" + ") if part])
     return replace(config, model=model), state
 
 
@@ -162,12 +164,14 @@ def _open_run(
 
         model.load_state_dict(load_file(str(init_from / "model.safetensors")))
         progress(f"warm start from {init_from} at step {state.step}")
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+    model.to(config.device)
     opt = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, 0.98), weight_decay=config.weight_decay
     )
     if saved is not None:
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])
+        opt.load_state_dict(saved["optimizer"])  # moves its state onto the parameters' device
         state = TrainState(**saved["state"])
         torch.set_rng_state(saved["torch_rng"])
     forward = torch.compile(model, dynamic=False) if config.use_compile else model
@@ -178,6 +182,15 @@ def _open_run(
     return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals)
 
 
+def device_label(device: str, num_threads: int) -> str:
+    """How the model card names where a session trained, e.g. "cpu (2 cores)"."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    if device == "cpu":
+        return f"cpu ({min(num_threads, os.cpu_count() or 1)} cores)"
+    return device
+
+
 def _train_step(run: _Run, lr: float) -> tuple[float, int]:
     """One optimizer step on batch number `run.state.step`; returns (loss, tokens in batch)."""
     for group in run.opt.param_groups:
@@ -185,7 +198,7 @@ def _train_step(run: _Run, lr: float) -> tuple[float, int]:
     ids = special_ids(run.tokenizer)
     batch = training_batch(
         run.config.data, run.tokenizer, ids, seed=run.config.seed, step=run.state.step
-    )
+    ).to(run.config.device)
     logits = bidirectional_logits(run.forward, batch.input_ids)
     loss = masked_loss(logits, batch, run.config.loss_weighting)
     run.opt.zero_grad(set_to_none=True)
@@ -233,7 +246,11 @@ def train(
         f"model {num_params / 1e6:.2f}M params, start step {state.step}, "
         f"budget {config.minutes:.1f} min, loss weighting {config.loss_weighting}"
     )
-    tuner = ThreadTuner(config.num_threads) if config.adaptive_threads else None
+    label = device_label(config.device, config.num_threads)  # recorded for the model card
+    if not state.trained_on or state.trained_on[-1] != label:
+        state.trained_on.append(label)
+    on_cpu = config.device == "cpu"
+    tuner = ThreadTuner(config.num_threads) if config.adaptive_threads and on_cpu else None
     if tuner is None:
         torch.set_num_threads(config.num_threads)
     stop = {"now": False}
