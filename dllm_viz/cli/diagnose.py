@@ -1,0 +1,39 @@
+"""`python -m dllm_viz diagnose`: one-pass token accuracy by role (copy, carry, compute) on arithmetic."""
+
+from __future__ import annotations
+
+import argparse
+
+from dllm_viz.cli.options import add_model_options
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `diagnose` subcommand."""
+    parser = subparsers.add_parser(
+        "diagnose", help="which arithmetic skills the model has (token accuracy by role)",
+        description="Mask held-out arithmetic answers at each ratio and score the model's one-pass argmax by "
+                    "token role: start / operand (copied from the prompt), carry (previous line's result), "
+                    "op, result (computed), final answer, format, EOS tail.")
+    parser.add_argument("--n", type=int, default=120, help="held-out arithmetic problems (default 120)")
+    parser.add_argument("--ratios", default="0.15,0.5,1.0",
+                        help="comma-separated masking ratios (default 0.15,0.5,1.0)")
+    parser.add_argument("--seed", type=int, default=0, help="masking seed (default 0)")
+    add_model_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the role table; returns the exit status."""
+    from dllm_viz.evaluation import heldout_problems
+    from dllm_viz.models import load
+    from dllm_viz.train.diagnose import format_table, role_accuracy
+
+    try:
+        ratios = [float(r) for r in args.ratios.split(",") if r.strip()]
+    except ValueError as exc:
+        raise ValueError(f"`--ratios` must be comma-separated numbers, got {args.ratios!r}") from exc
+    if args.n < 1:
+        raise ValueError(f"`--n` must be >= 1, got {args.n}")
+    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    print(format_table(role_accuracy(adapter, heldout_problems("arith", args.n), ratios, seed=args.seed)))
+    return 0

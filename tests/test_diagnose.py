@@ -1,0 +1,58 @@
+"""Arithmetic skill diagnosis: roles per token, and scoring that an oracle passes and a copier fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from dllm_viz.cli import main
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.models import load
+from dllm_viz.train.diagnose import char_roles, format_table, role_accuracy, token_roles
+
+
+def test_every_character_of_a_solution_gets_its_role() -> None:
+    target = "12 + 7 = 19\n19 * 2 = 38\n#### 38"
+    roles = char_roles(target)
+    assert [roles[i] for i in (0, 1, 3, 5, 9, 10)] == ["start", "start", "op", "operand", "result", "result"]
+    assert roles[0] == "start" and roles[12] == "carry" and roles[15] == "op" and roles[17] == "operand"
+    assert roles[21] == "result" and roles[len(target) - 1] == "final" and 2 not in roles
+
+
+def test_an_oracle_scores_one_and_a_mask_copier_scores_zero(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = load(str(tiny_dir), device="cpu")
+    problems = heldout_problems("arith", 4)
+    vocab = adapter.info.vocab_size
+    truth: dict[int, list[int]] = {}
+    for p in problems:
+        prompt = adapter.encode_prompt(p.prompt)
+        answer, _ = token_roles(adapter, p.target)
+        truth[len(prompt) + len(answer)] = answer  # prompt+answer lengths are distinct enough here
+    assert len(truth) == len(problems)
+
+    def oracle(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        answer = next(a for n, a in truth.items() if len(tokens) - 8 == n)
+        canvas = answer + [adapter.info.eos_token_id] * 8
+        return torch.nn.functional.one_hot(torch.tensor(canvas), vocab).float()
+
+    monkeypatch.setattr(adapter, "logits", oracle)
+    rows = role_accuracy(adapter, problems, (0.5, 1.0))
+    assert {r.role for r in rows} >= {"start", "carry", "op", "operand", "result", "final", "format", "eos"}
+    assert all(r.accuracy == 1.0 for r in rows)
+    assert "| masked |" in format_table(rows)
+
+    def copier(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        return torch.nn.functional.one_hot(tokens[-last:], vocab).float()  # predicts [MASK] where masked
+
+    monkeypatch.setattr(adapter, "logits", copier)
+    assert all(r.accuracy == 0.0 for r in role_accuracy(adapter, problems, (0.5,)))
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        role_accuracy(adapter, problems, (0.0,))
+
+
+def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
