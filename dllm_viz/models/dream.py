@@ -6,9 +6,10 @@ reading position i's distribution from output i - 1 (the adapter's `shift_logits
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import Qwen2Config
+if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only load() needs them
+    from transformers import Qwen2Config
 
 MASK_TOKEN = "<|mask|>"
 EOT_TOKEN = "<|im_end|>"
@@ -22,6 +23,8 @@ def is_dream_config(raw: dict[str, Any]) -> bool:
 
 def qwen2_config(raw: dict[str, Any]) -> Qwen2Config:
     """Qwen2Config equivalent to a Dream config.json."""
+    from transformers import Qwen2Config
+
     heads = int(raw["num_attention_heads"])
     return Qwen2Config(
         vocab_size=int(raw["vocab_size"]),

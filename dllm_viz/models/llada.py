@@ -9,9 +9,10 @@ is applied to `ff_proj`, so `ff_proj` is Llama's gate_proj and `up_proj` its up_
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import LlamaConfig
+if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only load() needs them
+    from transformers import LlamaConfig
 
 from dllm_viz.models.base import ModelLoadError
 
@@ -48,6 +49,8 @@ def is_llada_config(raw: dict[str, Any]) -> bool:
 
 def llama_config(raw: dict[str, Any]) -> LlamaConfig:
     """LlamaConfig equivalent to a LLaDA config.json."""
+    from transformers import LlamaConfig
+
     for key, bad in _UNSUPPORTED.items():
         if raw.get(key) == bad:
             raise ModelLoadError(f"LLaDA option {key}={bad!r} is not supported by the Llama mapping")
