@@ -11,6 +11,7 @@ from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import RULES, Pipeline
+from dllm_viz.policies.adablock import DELIMITER_THRESHOLDS
 from dllm_viz.trace import load_trace
 
 COMPOSITIONS = [(rule, "fixed", None, None) for rule in sorted(RULES)] + [
@@ -38,7 +39,8 @@ def test_composition_decodes_and_round_trips(tiny_adapter, tmp_path: Path, rule:
         np.testing.assert_array_equal(loaded.extras[name], values)
     assert Pipeline.from_dict(loaded.meta["pipeline"]).rule == pipeline.rule
     if block == "adablock":
-        assert loaded.meta["pipeline"]["block"]["delimiter_threshold"] == 0.3  # tiny family default resolved
+        resolved = loaded.meta["pipeline"]["block"]["delimiter_threshold"]
+        assert resolved == DELIMITER_THRESHOLDS["tiny"]  # the family default was resolved
 
 
 def test_cli_accepts_a_full_composition(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

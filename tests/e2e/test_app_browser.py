@@ -97,6 +97,8 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
     page.keyboard.press("Space")  # Play: the fragment's timer runs one forward pass per tick
     expect(metric(page, "NFE")).to_have_text("5", timeout=20_000)
     page.keyboard.press("Space")  # Pause
+    # On a busy machine the pause's full rerun can queue behind a few timer ticks: wait for it.
+    expect(page.locator(".st-key-play button:visible").first).to_contain_text("Play", timeout=30_000)
     settle(page, 1500)
     paused_at = metric(page, "NFE").inner_text()
     page.wait_for_timeout(1500)
