@@ -8,7 +8,6 @@ the error says to pass a local file instead (../shared/data has both sets).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 HUB = "hub"
@@ -18,8 +17,6 @@ HUB_FILES: dict[str, tuple[str, str]] = {
     "humaneval": ("openai/openai_humaneval", "openai_humaneval/test-00000-of-00001.parquet"),
 }
 
-Downloader = Callable[..., str]
-
 
 def _hf_hub_download(**kwargs: Any) -> str:
     from huggingface_hub import hf_hub_download
@@ -27,7 +24,7 @@ def _hf_hub_download(**kwargs: Any) -> str:
     return hf_hub_download(**kwargs)
 
 
-def hub_records(task: str, *, download: Downloader | None = None) -> list[dict[str, Any]]:
+def hub_records(task: str) -> list[dict[str, Any]]:
     """The test-split records of `task` ('gsm8k' or 'humaneval') from the hub.
 
     Raises:
@@ -39,7 +36,7 @@ def hub_records(task: str, *, download: Downloader | None = None) -> list[dict[s
         raise ValueError(f"no hub source for task {task!r}; known: {sorted(HUB_FILES)}")
     repo_id, filename = HUB_FILES[task]
     try:
-        path = (download or _hf_hub_download)(repo_id=repo_id, filename=filename, repo_type="dataset")
+        path = _hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset")
     except Exception as exc:  # the hub client raises many types for offline / not found
         raise ValueError(
             f"could not fetch {repo_id}/{filename} from the Hugging Face hub ({type(exc).__name__}: {exc}); "

@@ -36,6 +36,18 @@ class TrainState:
     history: list[dict[str, float]] = field(default_factory=list)
     trained_on: list[str] = field(default_factory=list)
 
+    def trained_on_text(self) -> str:
+        """`trained_on` as config.json and the model card write it (inverse: `parse_trained_on`)."""
+        return _DEVICE_SEPARATOR.join(self.trained_on) or "cpu"
+
+
+_DEVICE_SEPARATOR = " + "
+
+
+def parse_trained_on(text: str) -> list[str]:
+    """The device list of a `TrainState.trained_on_text()` string ("" -> [])."""
+    return [part for part in text.split(_DEVICE_SEPARATOR) if part]
+
 
 def save_checkpoint(
     path: Path,

@@ -137,7 +137,8 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
 
 def _concat_sequences(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], ms: Sequence[np.ndarray]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Concatenate sequence arrays along axis 0 after padding their step axis to a common width."""
+    """Concatenate example arrays along axis 0 after padding axis 1 (TSPD's steps) to a common
+    width; Learn2PD's fixed-width window arrays need no padding and pass through unchanged."""
     width = max(x.shape[1] for x in xs)
     return tuple(np.concatenate([_pad_steps(a, width) for a in arrays]) for arrays in (xs, ys, ms))  # type: ignore[return-value]
 
@@ -268,13 +269,13 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
     threshold = 0.5 if config.kind == "tspd" else 0.96
     x, y, m = _examples(traces, targets, vocab_size, config)
 
-    def fit(label: str) -> tuple[nn.Module, list[float], dict[str, float]]:
+    def fit(label: str, x: np.ndarray, y: np.ndarray, m: np.ndarray) -> tuple[nn.Module, list[float], dict[str, float]]:
         return train(x, y, m, config, gate_threshold=threshold,
                      on_epoch=lambda e, loss, met: say(f"{label}epoch {e + 1}/{config.epochs} loss {loss:.4f} "
                                                        f"val precision {met['precision']:.3f} "
                                                        f"recall {met['recall']:.3f}"))
 
-    model, losses, metrics = fit("")
+    model, losses, metrics = fit("", x, y, m)
     card: dict[str, object] = {
         "kind": config.kind, "layers": config.layers, "hidden": config.hidden, "vocab_size": vocab_size,
         "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
@@ -282,20 +283,18 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
         "gate_threshold": threshold,
     }
     rounds: list[dict[str, object]] = []
+    dense_nfe = float(np.mean([t.nfe for t in traces]))
     for round_index in range(1, config.rollouts + 1):
         with tempfile.TemporaryDirectory() as tmp:
             weights = save_controller(model, Path(tmp) / f"round{round_index}.safetensors", card)
             rollout = rollout_trajectories(adapter, prompts, config, weights)
         rounds.append({"round": round_index, "mean_nfe": float(np.mean([t.nfe for t in rollout])),
-                       "dense_nfe": float(np.mean([t.nfe for t in traces]))})
+                       "dense_nfe": dense_nfe})
         say(f"rollout {round_index}/{config.rollouts}: mean NFE {rounds[-1]['mean_nfe']:.1f} "
             f"(dense {rounds[-1]['dense_nfe']:.1f})")
-        more = _examples(rollout, targets, vocab_size, config)
-        if config.kind == "tspd":
-            x, y, m = _concat_sequences(*([a, b] for a, b in zip((x, y, m), more, strict=True)))
-        else:
-            x, y, m = (np.concatenate([a, b]) for a, b in zip((x, y, m), more, strict=True))
-        model, losses, metrics = fit(f"round {round_index} ")
+        more_x, more_y, more_m = _examples(rollout, targets, vocab_size, config)
+        x, y, m = _concat_sequences([x, more_x], [y, more_y], [m, more_m])
+        model, losses, metrics = fit(f"round {round_index} ", x, y, m)
     card.update({"examples": int(x.shape[0]), "train_loss": losses, "validation": metrics, "rollouts": rounds,
                  "train_seconds": round(time.perf_counter() - started, 1)})
     return save_controller(model, out, card), card

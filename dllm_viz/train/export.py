@@ -49,7 +49,7 @@ def dllm_viz_section(
         "train_minutes": round(minutes, 1),
     }
     if state is not None:
-        section["trained_on"] = " + ".join(state.trained_on) or "cpu"
+        section["trained_on"] = state.trained_on_text()
         section["best_score"] = state.best_score
         section["history"] = state.history
     if arith_limits is not None:
@@ -155,10 +155,8 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
     return model_card(
         {
             "num_params": sum(p.numel() for p in model.parameters()),
-            "trained_on": " + ".join(state.trained_on) or "cpu",
-            "max_operand": d.max_operand,
-            "max_result": d.max_result,
-            "max_multiplier": d.max_multiplier,
+            "trained_on": state.trained_on_text(),
+            **d.arith_limits(),
             "prompt_template": PROMPT_TEMPLATE,
             "steps": state.step,
             "minutes": state.minutes,

@@ -28,6 +28,7 @@ from dllm_viz.train.checkpoint import (
     CHECKPOINT_NAME,
     TrainState,
     load_checkpoint,
+    parse_trained_on,
     save_checkpoint,
 )
 from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
@@ -135,7 +136,7 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
                        best_score=best, best_step=steps,
                        history=list(section.get("history", [])),
-                       trained_on=[part for part in str(section.get("trained_on", "")).split(" + ") if part])
+                       trained_on=parse_trained_on(str(section.get("trained_on", ""))))
     return replace(config, model=model), state
 
 
@@ -175,10 +176,10 @@ def _open_run(
         state = TrainState(**saved["state"])
         torch.set_rng_state(saved["torch_rng"])
     forward = torch.compile(model, dynamic=False) if config.use_compile else model
-    evals = heldout_batches(
+    evals = [(task, ratio, batch.to(config.device)) for task, ratio, batch in heldout_batches(
         tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
         limits=config.data.arith_limits(),
-    )  # fmt: skip
+    )]  # fmt: skip
     return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals)
 
 
