@@ -10,12 +10,13 @@ import torch
 from dllm_viz.cli import main
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import load
-from dllm_viz.train.diagnose import char_roles, format_table, role_accuracy, token_roles
+from dllm_viz.tasks.arith import solution_roles
+from dllm_viz.train.diagnose import format_table, role_accuracy, token_roles
 
 
 def test_every_character_of_a_solution_gets_its_role() -> None:
     target = "12 + 7 = 19\n19 * 2 = 38\n#### 38"
-    roles = char_roles(target)
+    roles = solution_roles(target)
     assert [roles[i] for i in (0, 1, 3, 5, 9, 10)] == ["start", "start", "op", "operand", "result", "result"]
     assert roles[0] == "start" and roles[12] == "carry" and roles[15] == "op" and roles[17] == "operand"
     assert roles[21] == "result" and roles[len(target) - 1] == "final" and 2 not in roles

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,8 +16,17 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from dllm_viz.cli import train_tiny as cli
 from dllm_viz.tasks import TASKS
-from dllm_viz.train.data import DataConfig, build_rows, encode_pairs, mask_rows, training_batch
-from dllm_viz.train.objective import masked_loss
+from dllm_viz.train.config import config_from_dict
+from dllm_viz.train.data import (
+    DataConfig,
+    answer_layouts,
+    build_rows,
+    encode_pairs,
+    focus_pattern,
+    mask_rows,
+    training_batch,
+)
+from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, masked_loss
 from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, lr_at, train
 from dllm_viz.train.tokenizer import special_ids, train_tokenizer
 
@@ -68,6 +79,69 @@ def test_masking_never_touches_the_prompt(tokenizer: PreTrainedTokenizerFast) ->
         t=torch.ones(len(pairs)),
     )
     assert torch.equal(full.is_masked, is_answer)
+
+
+def test_answer_layout_marks_results_carries_and_the_final_answer(tokenizer: PreTrainedTokenizerFast) -> None:
+    problem = TASKS["arith"].generate(1, seed=5, split="train", min_ops=2, max_ops=2)[0]
+    code = TASKS["code"].generate(1, seed=5, split="train")[0]
+    layout, code_layout = answer_layouts(tokenizer, [problem, code])
+    pieces = tokenizer(problem.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    assert len(layout.line) == len(layout.computed) == len(pieces)
+    computed = "".join(problem.target[a:b] for (a, b), c in zip(pieces, layout.computed) if c).replace(" ", "")
+    first, second = (line.split(" = ")[1] for line in problem.target.split("\n")[:2])
+    # line 1's result, line 2's carry (the same number), line 2's result, the final answer
+    assert computed == first + first + second + problem.gold
+    assert layout.line[0] == 0 and layout.line[-1] == 2 and list(layout.line) == sorted(layout.line)
+    assert not any(code_layout.computed)
+
+
+def test_focus_masking_hides_every_computed_number_after_a_visible_prefix(
+    tokenizer: PreTrainedTokenizerFast,
+) -> None:
+    ids = special_ids(tokenizer)
+    problems = TASKS["arith"].generate(12, seed=2, split="train", min_ops=3, max_ops=4)
+    problems += TASKS["code"].generate(2, seed=2, split="train")
+    pairs = encode_pairs(tokenizer, problems)
+    rows, is_answer, is_content = build_rows(pairs, 64, ids["eos_token_id"])
+    layouts = answer_layouts(tokenizer, problems)
+    must_mask, keep = focus_pattern([len(p) for p, _ in pairs], layouts, tuple(rows.shape), random.Random(0))
+    batch = mask_rows(rows, is_answer, is_content, ids["mask_token_id"], generator=torch.Generator().manual_seed(0),
+                      t=torch.full((len(pairs),), 0.3), must_mask=must_mask, keep=keep)  # fmt: skip
+    cuts = set()
+    for row, ((prompt, answer), layout) in enumerate(zip(pairs, layouts)):
+        span = slice(len(prompt), len(prompt) + len(answer))
+        masked, kept, line = batch.is_masked[row, span], keep[row, span], torch.tensor(layout.line)
+        if not any(layout.computed):  # code: plain i.i.d. masking
+            assert not must_mask[row].any() and not keep[row].any()
+            continue
+        cut = int(line[~kept].min())
+        cuts.add(cut)
+        assert not masked[line < cut].any()  # the decoded prefix stays visible
+        assert masked[(line >= cut) & torch.tensor(layout.computed)].all()
+        assert not batch.is_masked[row, : len(prompt)].any()
+    assert len(cuts) >= 2  # the cut line varies between rows
+
+
+def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = special_ids(tokenizer)
+    plain = training_batch(DataConfig(batch_size=16, focus_fraction=0.0), tokenizer, ids, seed=0, step=3)
+    focus = training_batch(DataConfig(batch_size=16, focus_fraction=1.0), tokenizer, ids, seed=0, step=3)
+    assert torch.equal(plain.labels, focus.labels)  # same problems, different masks
+    assert not torch.equal(plain.is_masked, focus.is_masked)
+    with pytest.raises(ValueError, match="focus_fraction"):
+        DataConfig(focus_fraction=1.5)
+
+
+def test_checkpoints_from_before_focus_masking_keep_their_recipe() -> None:
+    raw = dataclasses.asdict(TINY)
+    del raw["data"]["focus_fraction"]
+    assert config_from_dict(raw).data.focus_fraction == 0.0
+    assert config_from_dict(dataclasses.asdict(TINY)) == TINY
+
+
+def test_heldout_score_includes_arithmetic_under_focus_masking(tokenizer: PreTrainedTokenizerFast) -> None:
+    batches = heldout_batches(tokenizer, num_arith=4, num_code=2, limits=TINY.data.arith_limits())
+    assert {task for task, _, _ in batches} == {"arith", "code", "arith_focus"}
 
 
 def test_batches_are_a_function_of_seed_and_step(tokenizer: PreTrainedTokenizerFast) -> None:
@@ -207,6 +281,19 @@ def test_warm_start_on_another_arithmetic_difficulty_forgets_the_best_score(tmp_
     assert any("(best)" in line for line in lines if line.startswith("eval step 4"))
     section = json.loads((tmp_path / "export2" / "config.json").read_text())["dllm_viz"]
     assert section["arith_limits"]["max_result"] == 150 and section["trained_steps"] == 4
+
+
+def test_warm_start_from_an_older_score_definition_forgets_the_best_score(tmp_path: Path) -> None:
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    config_path = export_dir / "config.json"
+    raw = json.loads(config_path.read_text())
+    assert raw["dllm_viz"]["score_version"] == SCORE_VERSION
+    raw["dllm_viz"].update(score_version=SCORE_VERSION - 1, best_score=2.0)  # unbeatable, if compared
+    config_path.write_text(json.dumps(raw))
+    lines: list[str] = []
+    train(tmp_path / "second", replace(TINY, max_steps=4), export_dir=None, progress=lines.append, init_from=export_dir)
+    assert any("(best)" in line for line in lines if line.startswith("eval step 4"))
 
 
 @pytest.mark.gpu

@@ -64,6 +64,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-every", type=int, default=d_train.log_every)
     parser.add_argument("--batch-size", type=int, default=d_data.batch_size)
     parser.add_argument("--code-fraction", type=float, default=d_data.code_fraction)
+    parser.add_argument(
+        "--focus-fraction", type=float, default=d_data.focus_fraction,
+        help="share of arithmetic rows with focus masking (decoded prefix, computed numbers "
+        "masked); 0 = plain LLaDA SFT masking",
+    )  # fmt: skip
     parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
     parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
     parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
@@ -88,7 +93,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
-    data = replace(DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction)
+    data = replace(
+        DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction,
+        focus_fraction=args.focus_fraction,
+    )  # fmt: skip
     model = ModelConfig(
         hidden_size=args.hidden_size,
         num_layers=args.num_layers,

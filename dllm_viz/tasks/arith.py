@@ -84,6 +84,11 @@ DEFAULT_MAX_OPERAND = 20
 DEFAULT_MAX_RESULT = 99
 DEFAULT_MAX_MULTIPLIER = 5
 _ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
+_SOLUTION_LINE = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
+# What each number of a worked solution is: copied from the prompt (start, operand), carried
+# from the line above (carry), or computed (result, final). Everything else is format.
+SOLUTION_ROLES: tuple[str, ...] = ("start", "carry", "op", "operand", "result", "final")
+COMPUTED_ROLES: frozenset[str] = frozenset({"result", "carry", "final"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,28 @@ def extract_answer(completion: str) -> str | None:
     except ValueError:
         return None
     return str(int(value)) if value.is_integer() else str(value)
+
+
+def solution_roles(target: str) -> dict[int, str]:
+    """Role (one of SOLUTION_ROLES) of each character of a worked solution; format is unlisted.
+
+    `carry` counts as computed (COMPUTED_ROLES): it equals the line above's result, so a model
+    that sees it can copy the result instead of computing it.
+    """
+    roles: dict[int, str] = {}
+    offset = 0
+    for index, line in enumerate(target.split("\n")):
+        match = _SOLUTION_LINE.fullmatch(line)
+        if match is not None:
+            groups = ((1, "start" if index == 0 else "carry"), (2, "op"), (3, "operand"), (4, "result"))
+            for group, role in groups:
+                roles.update(dict.fromkeys(range(offset + match.start(group), offset + match.end(group)), role))
+        elif line.startswith("####"):
+            digits = re.search(r"-?\d+", line)
+            if digits is not None:
+                roles.update(dict.fromkeys(range(offset + digits.start(), offset + digits.end()), "final"))
+        offset += len(line) + 1
+    return roles
 
 
 def _pick_step(

@@ -28,6 +28,9 @@ class DataConfig:
         max_operand: largest starting / added / subtracted number in arithmetic.
         max_result: no intermediate arithmetic result exceeds this.
         max_multiplier: largest factor / divisor in arithmetic.
+        focus_fraction: share of rows given focus masking (train/data.py `focus_pattern`: a
+            decoded prefix, then every computed number masked); only arithmetic rows have
+            computed numbers. 0 is plain LLaDA SFT masking, which runs before session 3 used.
     """
 
     batch_size: int = 32
@@ -38,12 +41,15 @@ class DataConfig:
     max_operand: int = DEFAULT_MAX_OPERAND
     max_result: int = DEFAULT_MAX_RESULT
     max_multiplier: int = DEFAULT_MAX_MULTIPLIER
+    focus_fraction: float = 0.5
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1, got {self.batch_size}")
         if not 0.0 <= self.code_fraction <= 1.0:
             raise ValueError(f"`code_fraction` must be in [0, 1], got {self.code_fraction}")
+        if not 0.0 <= self.focus_fraction <= 1.0:
+            raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
         if len(self.canvas_lengths) != len(self.canvas_weights):
             raise ValueError(
                 f"`canvas_lengths` and `canvas_weights` must have equal length, got "
@@ -142,6 +148,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Inverse of `dataclasses.asdict(TrainConfig)` (checkpoints store configs as dicts)."""
     raw = dict(raw)
     data = dict(raw.pop("data"))
+    data.setdefault("focus_fraction", 0.0)  # checkpoints from before focus masking existed
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])

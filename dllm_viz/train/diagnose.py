@@ -12,7 +12,6 @@ copies right but `result` wrong has not learned the arithmetic.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,9 +19,9 @@ import torch
 
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.tasks import Problem
+from dllm_viz.tasks.arith import SOLUTION_ROLES, solution_roles
 
-ROLES: tuple[str, ...] = ("start", "carry", "op", "operand", "result", "final", "format", "eos")
-_LINE = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
+ROLES: tuple[str, ...] = (*SOLUTION_ROLES, "format", "eos")
 EOS_TAIL = 8  # EOS positions scored after each answer
 
 
@@ -40,28 +39,10 @@ class RoleAccuracy:
         return self.correct / self.total if self.total else float("nan")
 
 
-def char_roles(target: str) -> dict[int, str]:
-    """Role of each character of a worked solution (characters not listed are format)."""
-    roles: dict[int, str] = {}
-    offset = 0
-    for index, line in enumerate(target.split("\n")):
-        match = _LINE.fullmatch(line)
-        if match is not None:
-            groups = ((1, "start" if index == 0 else "carry"), (2, "op"), (3, "operand"), (4, "result"))
-            for group, role in groups:
-                roles.update(dict.fromkeys(range(offset + match.start(group), offset + match.end(group)), role))
-        elif line.startswith("####"):
-            digits = re.search(r"-?\d+", line)
-            if digits is not None:
-                roles.update(dict.fromkeys(range(offset + digits.start(), offset + digits.end()), "final"))
-        offset += len(line) + 1
-    return roles
-
-
 def token_roles(adapter: ModelAdapter, target: str) -> tuple[list[int], list[str]]:
     """The answer's token ids and one role per token (a token takes its first role character's role)."""
     encoded = adapter.tokenizer(target, add_special_tokens=False, return_offsets_mapping=True)
-    roles = char_roles(target)
+    roles = solution_roles(target)
     out = []
     for start, end in encoded["offset_mapping"]:
         out.append(next((roles[c] for c in range(start, end) if c in roles), "format"))

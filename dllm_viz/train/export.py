@@ -20,6 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from dllm_viz.train.checkpoint import TrainState
 from dllm_viz.train.config import TrainConfig
 from dllm_viz.train.data import PROMPT_TEMPLATE
+from dllm_viz.train.objective import SCORE_VERSION
 from dllm_viz.train.tokenizer import special_ids
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
@@ -38,7 +39,8 @@ def dllm_viz_section(
 
     `best_score` and `history` let a later session warm-start from the exported model
     (`train-tiny --init-from`) when the gitignored checkpoint is gone; `arith_limits` tells it
-    whether that best score was measured on the same arithmetic difficulty.
+    whether that best score was measured on the same arithmetic difficulty, `score_version`
+    whether it was computed the same way.
     """
     section: dict[str, Any] = {
         "family": "tiny",
@@ -51,6 +53,7 @@ def dllm_viz_section(
     if state is not None:
         section["trained_on"] = state.trained_on_text()
         section["best_score"] = state.best_score
+        section["score_version"] = SCORE_VERSION
         section["history"] = state.history
     if arith_limits is not None:
         section["arith_limits"] = dict(arith_limits)
@@ -128,7 +131,8 @@ Best checkpoint (exported): step {summary["best_step"]}
 |---|---|
 {recipe}
 
-Loss / held-out answer-token accuracy (mean over masking ratios 0.25-1.0) by step:
+Loss / held-out score (answer-token accuracy: mean over i.i.d. masking ratios 0.25-1.0 and, from
+session 3 on, arithmetic under focus masking) by step:
 
 | step | minutes | train loss | held-out score |
 |---|---|---|---|
@@ -145,7 +149,8 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
     recipe = {
         "architecture": f"Llama (bidirectional), {m.num_layers} layers, d={m.hidden_size}, "
         f"{m.num_heads} heads, ffn {m.intermediate_size}",
-        "objective": f"masked diffusion SFT, loss weighting {config.loss_weighting!r}",
+        "objective": f"masked diffusion SFT, loss weighting {config.loss_weighting!r}, "
+        f"focus masking on {d.focus_fraction:g} of rows",
         "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}",
         "canvas lengths": f"{d.canvas_lengths} weights {d.canvas_weights}",
         "curriculum (step, max ops)": str(d.curriculum),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import random
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,7 +19,7 @@ from torch import nn
 from dllm_viz.models.bidirectional import bidirectional_logits
 from dllm_viz.tasks import TASKS
 from dllm_viz.train.config import LOSS_WEIGHTINGS, LossWeighting
-from dllm_viz.train.data import Batch, build_rows, encode_pairs, mask_rows
+from dllm_viz.train.data import Batch, answer_layouts, build_rows, encode_pairs, focus_pattern, mask_rows
 from dllm_viz.train.tokenizer import special_ids
 
 if TYPE_CHECKING:
@@ -28,6 +30,10 @@ INV_T_CLIP = 10.0
 EVAL_RATIOS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 EVAL_SEED = 12345
 EVAL_CANVAS = 64
+# The held-out score's definition; a best score of another version is not comparable (2: adds
+# the arithmetic focus score `arith_focus/ans@0.5` to the mean).
+SCORE_VERSION = 2
+FOCUS_RATIO = 0.5
 
 
 def masked_loss(
@@ -57,7 +63,8 @@ def heldout_batches(
     """Fixed held-out batches (task, masking ratio, masked batch), identical every evaluation.
 
     Arithmetic uses the full 2-4 operation difficulty whatever the curriculum stage, so scores
-    are comparable across the run.
+    are comparable across the run; besides i.i.d. masking at EVAL_RATIOS it is also scored
+    under focus masking ("arith_focus", see train/data.py `focus_pattern`).
     """
     ids = special_ids(tokenizer)
     sets = {
@@ -74,14 +81,23 @@ def heldout_batches(
     out = []
     for task, problems in sets.items():
         pairs = encode_pairs(tokenizer, problems)
-        for ratio in EVAL_RATIOS:
-            for start in range(0, len(pairs), 64):
-                rows = build_rows(pairs[start : start + 64], EVAL_CANVAS, ids["eos_token_id"])
+        layouts = answer_layouts(tokenizer, problems) if task == "arith" else None
+        for start in range(0, len(pairs), 64):
+            chunk = pairs[start : start + 64]
+            rows = build_rows(chunk, EVAL_CANVAS, ids["eos_token_id"])
+            for ratio in EVAL_RATIOS:
                 gen = torch.Generator().manual_seed(int(ratio * 1000) + start)
                 t = torch.full((rows[0].shape[0],), ratio)
-                out.append(
-                    (task, ratio, mask_rows(*rows, ids["mask_token_id"], generator=gen, t=t))
-                )
+                out.append((task, ratio, mask_rows(*rows, ids["mask_token_id"], generator=gen, t=t)))
+            if layouts is not None:  # decoding's state: a decoded prefix, computed numbers masked
+                must_mask, keep = focus_pattern(
+                    [len(prompt) for prompt, _ in chunk], layouts[start : start + 64],
+                    tuple(rows[0].shape), random.Random(EVAL_SEED + start),
+                )  # fmt: skip
+                gen = torch.Generator().manual_seed(EVAL_SEED + start)
+                t = torch.full((rows[0].shape[0],), FOCUS_RATIO)
+                batch = mask_rows(*rows, ids["mask_token_id"], generator=gen, t=t, must_mask=must_mask, keep=keep)
+                out.append((f"{task}_focus", FOCUS_RATIO, batch))
     return out
 
 

@@ -33,7 +33,7 @@ from dllm_viz.train.checkpoint import (
 )
 from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
 from dllm_viz.train.data import PROMPT_TEMPLATE, Batch, training_batch
-from dllm_viz.train.objective import heldout_batches, heldout_metrics, masked_loss
+from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, heldout_metrics, masked_loss
 from dllm_viz.train.threads import ThreadTuner
 from dllm_viz.train.tokenizer import load_tokenizer, special_ids, train_tokenizer
 
@@ -130,9 +130,11 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
                         num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
                         max_positions=raw["max_position_embeddings"])
     steps = int(section.get("trained_steps", 0))
-    # A best score measured on another arithmetic difficulty is not comparable: start over.
+    # A best score measured on another arithmetic difficulty or by another definition is not
+    # comparable: start over.
     same_task = section.get("arith_limits") == config.data.arith_limits()
-    best = float(section.get("best_score", -1.0)) if same_task else -1.0
+    same_score = section.get("score_version", 1) == SCORE_VERSION
+    best = float(section.get("best_score", -1.0)) if same_task and same_score else -1.0
     state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
                        best_score=best, best_step=steps,
                        history=list(section.get("history", [])),
