@@ -75,6 +75,26 @@ def test_number_ranges_bound_every_result_and_factor() -> None:
     assert {op for p in problems for _, op, _, _ in LINE_RE_M.findall(p.target)} == set("+-*/")
 
 
+def test_drills_are_one_correct_operation_in_range_and_deterministic() -> None:
+    task = ArithTask()
+    drills = task.drills(400, seed=3, max_result=40, max_multiplier=3)
+    assert drills == task.drills(400, seed=3, max_result=40, max_multiplier=3)
+    assert drills != task.drills(400, seed=4, max_result=40, max_multiplier=3)
+    ops = set()
+    for drill in drills:
+        line, final = drill.target.split("\n")
+        left, op, right, result = LINE_RE.fullmatch(line).groups()  # type: ignore[union-attr]
+        assert drill.prompt == f"{left} {op} {right}" and final == f"#### {result}" == f"#### {drill.gold}"
+        assert int(result) == {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "/": int.__floordiv__}[op](
+            int(left), int(right)
+        )
+        assert 0 <= int(result) <= 40 and int(left) <= 40 and small_factor(left, op, right, 3)
+        assert op != "/" or int(left) % int(right) == 0
+        assert task.score(drill, drill.target)
+        ops.add(op)
+    assert ops == set("+-*/")
+
+
 @pytest.mark.parametrize(
     ("completion", "expected"),
     [

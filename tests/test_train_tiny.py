@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -132,10 +133,26 @@ def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: Pr
         DataConfig(focus_fraction=1.5)
 
 
+def test_every_third_batch_is_a_wide_batch_of_short_drills(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids, config = special_ids(tokenizer), DataConfig(batch_size=8, drill_every=3, drill_batch_size=24)
+    assert [config.is_drill_step(step) for step in range(6)] == [False, False, True, False, False, True]
+    drill = training_batch(config, tokenizer, ids, seed=0, step=2)
+    plain = training_batch(config, tokenizer, ids, seed=0, step=3)
+    assert drill.input_ids.shape[0] == 24 and plain.input_ids.shape[0] == 8
+    assert drill.input_ids.shape[1] < plain.input_ids.shape[1]
+    text = tokenizer.decode(drill.labels[0], skip_special_tokens=True)
+    assert re.search(r"Question: (\d+ [-+*/] \d+)\nAnswer:\n\1 = \d+\n#### \d+", text), text
+    assert (drill.is_masked & drill.is_content).any()
+    never = DataConfig(batch_size=8, drill_every=0)
+    assert not any(never.is_drill_step(step) for step in range(10))
+    with pytest.raises(ValueError, match="drill_every"):
+        DataConfig(drill_every=-1)
+
+
 def test_checkpoints_from_before_focus_masking_keep_their_recipe() -> None:
     raw = dataclasses.asdict(TINY)
-    del raw["data"]["focus_fraction"]
-    assert config_from_dict(raw).data.focus_fraction == 0.0
+    del raw["data"]["focus_fraction"], raw["data"]["drill_every"]
+    assert config_from_dict(raw).data.focus_fraction == 0.0 and config_from_dict(raw).data.drill_every == 0
     assert config_from_dict(dataclasses.asdict(TINY)) == TINY
 
 

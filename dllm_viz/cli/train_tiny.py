@@ -69,6 +69,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of arithmetic rows with focus masking (decoded prefix, computed numbers "
         "masked); 0 = plain LLaDA SFT masking",
     )  # fmt: skip
+    parser.add_argument(
+        "--drill-every", type=int, default=d_data.drill_every,
+        help="every Nth step is a batch of one-operation drills (0 = never)",
+    )  # fmt: skip
+    parser.add_argument("--drill-batch-size", type=int, default=d_data.drill_batch_size)
     parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
     parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
     parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
@@ -95,7 +100,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction,
-        focus_fraction=args.focus_fraction,
+        focus_fraction=args.focus_fraction, drill_every=args.drill_every,
+        drill_batch_size=args.drill_batch_size,
     )  # fmt: skip
     model = ModelConfig(
         hidden_size=args.hidden_size,

@@ -270,6 +270,40 @@ class ArithTask:
             gold=str(answer),
         )
 
+    def drills(
+        self,
+        n: int,
+        *,
+        seed: int,
+        max_operand: int = DEFAULT_MAX_OPERAND,
+        max_result: int = DEFAULT_MAX_RESULT,
+        max_multiplier: int = DEFAULT_MAX_MULTIPLIER,
+    ) -> list[Problem]:
+        """`n` one-operation drills: prompt `60 + 14`, target `60 + 14 = 74\n#### 74`.
+
+        Training data only (never exported or scored as a split). Why: a worked line's result
+        is the one thing a model cannot copy from the prompt; a drill row is about a quarter the
+        tokens of a word problem, so it teaches the operation table far more cheaply. The left
+        operand is drawn from the range of running values (any result up to `max_result`),
+        the operation as in word problems (`_pick_step`), with a share of group products.
+        """
+        rng = random.Random(f"arith-drill:{seed}")
+        out = []
+        for _ in range(n):
+            if rng.random() < 0.15:
+                groups = rng.randint(2, max_multiplier)
+                each = rng.randint(2, max(2, min(12, max_result // groups)))
+                step = _Step(groups, "*", each, groups * each)
+            else:
+                value = rng.randint(2, max_result)
+                step = _pick_step(rng, value, max_operand, max_result, max_multiplier)
+            expression = f"{step.left} {step.op} {step.right}"
+            out.append(Problem(
+                task=self.name, problem_id=f"arith-drill|{step.line()}", prompt=expression,
+                target=f"{step.line()}\n#### {step.result}", gold=str(step.result),
+            ))  # fmt: skip
+        return out
+
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the number after `####` equals the gold answer."""
         answer = extract_answer(completion)

@@ -31,6 +31,9 @@ class DataConfig:
         focus_fraction: share of rows given focus masking (train/data.py `focus_pattern`: a
             decoded prefix, then every computed number masked); only arithmetic rows have
             computed numbers. 0 is plain LLaDA SFT masking, which runs before session 3 used.
+        drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
+            `drill_batch_size` one-operation drills (`ArithTask.drills`) on a short canvas
+            instead of word problems: about the same tokens, ten times the computed results.
     """
 
     batch_size: int = 32
@@ -42,6 +45,8 @@ class DataConfig:
     max_result: int = DEFAULT_MAX_RESULT
     max_multiplier: int = DEFAULT_MAX_MULTIPLIER
     focus_fraction: float = 0.5
+    drill_every: int = 3
+    drill_batch_size: int = 128
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -50,6 +55,11 @@ class DataConfig:
             raise ValueError(f"`code_fraction` must be in [0, 1], got {self.code_fraction}")
         if not 0.0 <= self.focus_fraction <= 1.0:
             raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
+        if self.drill_every < 0 or self.drill_batch_size < 1:
+            raise ValueError(
+                f"need `drill_every` >= 0 and `drill_batch_size` >= 1, "
+                f"got {self.drill_every} and {self.drill_batch_size}"
+            )
         if len(self.canvas_lengths) != len(self.canvas_weights):
             raise ValueError(
                 f"`canvas_lengths` and `canvas_weights` must have equal length, got "
@@ -57,6 +67,10 @@ class DataConfig:
             )
         if not self.curriculum or self.curriculum[0][0] != 0:
             raise ValueError(f"`curriculum` must start at step 0, got {self.curriculum}")
+
+    def is_drill_step(self, step: int) -> bool:
+        """Whether batch `step` is a drill batch."""
+        return self.drill_every > 0 and step % self.drill_every == self.drill_every - 1
 
     def max_ops_at(self, step: int) -> int:
         """Arithmetic max operations for `step` under the curriculum."""
@@ -148,7 +162,9 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Inverse of `dataclasses.asdict(TrainConfig)` (checkpoints store configs as dicts)."""
     raw = dict(raw)
     data = dict(raw.pop("data"))
-    data.setdefault("focus_fraction", 0.0)  # checkpoints from before focus masking existed
+    # checkpoints from before focus masking and drills existed
+    data.setdefault("focus_fraction", 0.0)
+    data.setdefault("drill_every", 0)
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dllm_viz.tasks import TASKS, Problem
-from dllm_viz.tasks.arith import COMPUTED_ROLES, solution_roles
+from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 PROMPT_TEMPLATE = "Question: {prompt}\nAnswer:\n"
 # Row lengths are rounded up to a multiple of this, so (compiled or not) few shapes occur.
 LENGTH_QUANTUM = 16
+# A drill's answer (`60 + 14 = 74\n#### 74`) is at most 16 tokens; one EOS at least follows.
+DRILL_CANVAS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,9 @@ def mask_rows(
 def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list[Problem], int]:
     """The problems and canvas length of batch `step` (a pure function of seed and step)."""
     rng = random.Random(f"batch:{seed}:{step}")
+    if config.is_drill_step(step):
+        drills = ArithTask().drills(config.drill_batch_size, seed=rng.getrandbits(62), **config.arith_limits())
+        return drills, DRILL_CANVAS
     num_code = sum(rng.random() < config.code_fraction for _ in range(config.batch_size))
     batch_seed = rng.getrandbits(62)
     problems = TASKS["arith"].generate(
