@@ -11,7 +11,7 @@ from dllm_viz.cli import main
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import load
 from dllm_viz.tasks.arith import solution_roles
-from dllm_viz.train.diagnose import format_table, role_accuracy, token_roles
+from dllm_viz.train.diagnose import format_onehop, format_table, onehop_accuracy, role_accuracy, token_roles
 
 
 def test_every_character_of_a_solution_gets_its_role() -> None:
@@ -43,12 +43,16 @@ def test_an_oracle_scores_one_and_a_mask_copier_scores_zero(tiny_dir: Path, monk
     assert {r.role for r in rows} >= {"start", "carry", "op", "operand", "result", "final", "format", "eos"}
     assert all(r.accuracy == 1.0 for r in rows)
     assert "| masked |" in format_table(rows)
+    onehop = onehop_accuracy(adapter, problems)
+    assert onehop[-1].op == "all" and onehop[-1].total == sum(p.target.count("\n") for p in problems)
+    assert all(r.accuracy == 1.0 for r in onehop) and "| one-hop result |" in format_onehop(onehop)
 
     def copier(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
         return torch.nn.functional.one_hot(tokens[-last:], vocab).float()  # predicts [MASK] where masked
 
     monkeypatch.setattr(adapter, "logits", copier)
     assert all(r.accuracy == 0.0 for r in role_accuracy(adapter, problems, (0.5,)))
+    assert all(r.accuracy == 0.0 for r in onehop_accuracy(adapter, problems))
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         role_accuracy(adapter, problems, (0.0,))
 
@@ -57,3 +61,4 @@ def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.Captu
     assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
+    assert "| one-hop result |" in out and "| all |" in out

@@ -13,7 +13,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "diagnose", help="which arithmetic skills the model has (token accuracy by role)",
         description="Mask held-out arithmetic answers at each ratio and score the model's one-pass argmax by "
                     "token role: start / operand (copied from the prompt), carry (previous line's result), "
-                    "op, result (computed), final answer, format, EOS tail.")
+                    "op, result (computed), final answer, format, EOS tail; then the one-hop table: each "
+                    "worked line's result from the lines above and its own operands, later lines masked "
+                    "(the state a block decoder computes in).")
     parser.add_argument("--n", type=int, default=120, help="held-out arithmetic problems (default 120)")
     parser.add_argument("--ratios", default="0.15,0.5,1.0",
                         help="comma-separated masking ratios (default 0.15,0.5,1.0)")
@@ -26,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the role table; returns the exit status."""
     from dllm_viz.evaluation import heldout_problems
     from dllm_viz.models import load
-    from dllm_viz.train.diagnose import format_table, role_accuracy
+    from dllm_viz.train.diagnose import format_onehop, format_table, onehop_accuracy, role_accuracy
 
     try:
         ratios = [float(r) for r in args.ratios.split(",") if r.strip()]
@@ -35,5 +37,8 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    print(format_table(role_accuracy(adapter, heldout_problems("arith", args.n), ratios, seed=args.seed)))
+    problems = heldout_problems("arith", args.n)
+    print(format_table(role_accuracy(adapter, problems, ratios, seed=args.seed)))
+    print()
+    print(format_onehop(onehop_accuracy(adapter, problems)))
     return 0

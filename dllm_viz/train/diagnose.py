@@ -7,6 +7,10 @@ format, EOS tail); answer positions are masked i.i.d. with probability `ratio` a
 argmax at masked positions is scored by role. A model that gets `carry` wrong at ratio 0.15,
 when the number to copy is visible on the line above, has not learned to copy yet; one that gets
 copies right but `result` wrong has not learned the arithmetic.
+
+I.i.d. masking flatters `result`: the next line starts with the same number (its carry), so a
+masked result can usually be copied. `onehop_accuracy` scores the state a block decoder is in:
+earlier lines decoded, the line's operands visible, its result and every later line masked.
 """
 
 from __future__ import annotations
@@ -79,6 +83,56 @@ def role_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], ratios: Se
                     tally[role][1] += 1
         out += [RoleAccuracy(ratio, role, c, n) for role, (c, n) in tally.items() if n]
     return out
+
+
+@dataclass(frozen=True)
+class OneHopAccuracy:
+    """Lines whose result the model computes exactly from the visible line, for one operator."""
+
+    op: str
+    correct: int
+    total: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else float("nan")
+
+
+@torch.no_grad()
+def onehop_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[OneHopAccuracy]:
+    """Exact one-pass result of each worked line given the lines above and its own operands.
+
+    For line k of each arithmetic solution: lines before k are visible, line k is visible except
+    its result digits, everything after (later lines, the final answer, an EOS tail) is masked.
+    Returns one row per operator, in `+ - * /` order, plus an "all" row.
+    """
+    mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
+    tally: dict[str, list[int]] = {op: [0, 0] for op in "+-*/"}
+    for problem in problems:
+        prompt = adapter.encode_prompt(problem.prompt)
+        answer, roles = token_roles(adapter, problem.target)
+        starts = [0, *(i + 1 for i, tid in enumerate(answer) if adapter.tokenizer.decode([tid]).endswith("\n"))]
+        lines = problem.target.split("\n")
+        for k, line in enumerate(lines[:-1]):
+            begin, end = starts[k], starts[k + 1]
+            result = [i for i in range(begin, end) if roles[i] == "result"]
+            if not result:
+                continue
+            canvas = answer[:end] + [mask] * (len(answer) - end + EOS_TAIL)
+            for i in result:
+                canvas[i] = mask
+            predicted = adapter.logits(torch.tensor(prompt + canvas), last=len(canvas)).argmax(dim=-1)
+            op = line.split(" ")[1]
+            tally[op][0] += int(all(int(predicted[i]) == answer[i] for i in result))
+            tally[op][1] += 1
+    rows = [OneHopAccuracy(op, c, n) for op, (c, n) in tally.items() if n]
+    return rows + [OneHopAccuracy("all", sum(r.correct for r in rows), sum(r.total for r in rows))]
+
+
+def format_onehop(rows: Sequence[OneHopAccuracy]) -> str:
+    """Markdown table: one column per operator."""
+    lines = ["| one-hop result | " + " | ".join(r.op for r in rows) + " |", "|---|" + "---|" * len(rows)]
+    return "\n".join([*lines, "| exact | " + " | ".join(f"{r.accuracy:.2f} ({r.total})" for r in rows) + " |"])
 
 
 def format_table(rows: Sequence[RoleAccuracy]) -> str:
