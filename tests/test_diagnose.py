@@ -61,4 +61,4 @@ def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.Captu
     assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
-    assert "| one-hop result |" in out and "| all |" in out
+    assert "| one-hop result |" in out and "| all |" in out and "| drill result |" in out

@@ -31,8 +31,9 @@ def test_generation_is_deterministic_by_seed() -> None:
 
 def test_train_and_heldout_never_overlap() -> None:
     task = ArithTask()
-    heldout = task.generate(300, seed=0, split="heldout", min_ops=1, max_ops=2, max_operand=10)
-    train = task.generate(3000, seed=0, split="train", min_ops=1, max_ops=2, max_operand=10)
+    limits = {"min_ops": 1, "max_ops": 2, "max_operand": 10, "max_result": 99, "max_multiplier": 5}
+    heldout = task.generate(300, seed=0, split="heldout", **limits)
+    train = task.generate(3000, seed=0, split="train", **limits)
     assert {p.problem_id for p in heldout}.isdisjoint(p.problem_id for p in train)
     assert all(split_of(p.problem_id) == "heldout" for p in heldout)
     assert all(split_of(p.problem_id) == "train" for p in train)
@@ -57,6 +58,12 @@ def test_each_line_uses_the_previous_result(seed: int, max_ops: int) -> None:
         previous = int(result)
     assert final == f"#### {previous}" and problem.gold == str(previous)
     assert problem.task == "arith" and problem.entry_point is None
+
+
+def test_asking_for_more_problems_than_the_range_holds_names_the_fix() -> None:
+    with pytest.raises(ValueError, match="distinct 'heldout' problems.*ask for fewer"):
+        ArithTask().generate(500, seed=0, split="heldout", min_ops=1, max_ops=1, max_operand=3, max_result=6,
+                             max_multiplier=2)
 
 
 def test_difficulty_knobs_bound_operations_and_operands() -> None:

@@ -7,6 +7,9 @@ import argparse
 from dllm_viz.cli.options import add_model_options
 
 
+DRILL_SEED = 777  # fresh drills; training draws its drill seeds from a per-step RNG
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `diagnose` subcommand."""
     parser = subparsers.add_parser(
@@ -15,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "token role: start / operand (copied from the prompt), carry (previous line's result), "
                     "op, result (computed), final answer, format, EOS tail; then the one-hop table: each "
                     "worked line's result from the lines above and its own operands, later lines masked "
-                    "(the state a block decoder computes in).")
+                    "(the state a block decoder computes in), on the held-out problems and on one-operation "
+                    "drills (`60 + 14`, the same operation without a story around it).")
     parser.add_argument("--n", type=int, default=120, help="held-out arithmetic problems (default 120)")
     parser.add_argument("--ratios", default="0.15,0.5,1.0",
                         help="comma-separated masking ratios (default 0.15,0.5,1.0)")
@@ -41,4 +45,9 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(role_accuracy(adapter, problems, ratios, seed=args.seed)))
     print()
     print(format_onehop(onehop_accuracy(adapter, problems)))
+    print()
+    from dllm_viz.tasks.arith import ArithTask
+
+    drills = ArithTask().drills(args.n, seed=DRILL_SEED)
+    print(format_onehop(onehop_accuracy(adapter, drills)).replace("one-hop result", "drill result"))
     return 0
