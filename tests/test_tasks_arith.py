@@ -61,7 +61,7 @@ def test_each_line_uses_the_previous_result(seed: int, max_ops: int) -> None:
 
 
 def test_asking_for_more_problems_than_the_range_holds_names_the_fix() -> None:
-    with pytest.raises(ValueError, match="distinct 'heldout' problems.*ask for fewer"):
+    with pytest.raises(ValueError, match=r"distinct 'heldout' problems.*ask for fewer"):
         ArithTask().generate(500, seed=0, split="heldout", min_ops=1, max_ops=1, max_operand=3, max_result=6,
                              max_multiplier=2)
 

@@ -88,7 +88,8 @@ def test_answer_layout_marks_results_carries_and_the_final_answer(tokenizer: Pre
     layout, code_layout = answer_layouts(tokenizer, [problem, code])
     pieces = tokenizer(problem.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     assert len(layout.line) == len(layout.computed) == len(pieces)
-    computed = "".join(problem.target[a:b] for (a, b), c in zip(pieces, layout.computed) if c).replace(" ", "")
+    marked = zip(pieces, layout.computed, strict=True)
+    computed = "".join(problem.target[a:b] for (a, b), c in marked if c).replace(" ", "")
     first, second = (line.split(" = ")[1] for line in problem.target.split("\n")[:2])
     # line 1's result, line 2's carry (the same number), line 2's result, the final answer
     assert computed == first + first + second + problem.gold
@@ -109,7 +110,7 @@ def test_focus_masking_hides_every_computed_number_after_a_visible_prefix(
     batch = mask_rows(rows, is_answer, is_content, ids["mask_token_id"], generator=torch.Generator().manual_seed(0),
                       t=torch.full((len(pairs),), 0.3), must_mask=must_mask, keep=keep)  # fmt: skip
     cuts = set()
-    for row, ((prompt, answer), layout) in enumerate(zip(pairs, layouts)):
+    for row, ((prompt, answer), layout) in enumerate(zip(pairs, layouts, strict=True)):
         span = slice(len(prompt), len(prompt) + len(answer))
         masked, kept, line = batch.is_masked[row, span], keep[row, span], torch.tensor(layout.line)
         if not any(layout.computed):  # code: plain i.i.d. masking

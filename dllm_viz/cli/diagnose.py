@@ -6,7 +6,6 @@ import argparse
 
 from dllm_viz.cli.options import add_model_options
 
-
 DRILL_SEED = 777  # fresh drills; training draws its drill seeds from a per-step RNG
 
 
@@ -49,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     from dllm_viz.tasks.arith import ArithTask
 
     drills = ArithTask().drills(args.n, seed=DRILL_SEED)
-    print(format_onehop(onehop_accuracy(adapter, drills)).replace("one-hop result", "drill result"))
+    print(format_onehop(onehop_accuracy(adapter, drills), label="drill result"))
     return 0

@@ -24,6 +24,7 @@ import torch
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.tasks import Problem
 from dllm_viz.tasks.arith import SOLUTION_ROLES, solution_roles
+from dllm_viz.train.data import answer_layouts
 
 ROLES: tuple[str, ...] = (*SOLUTION_ROLES, "format", "eos")
 EOS_TAIL = 8  # EOS positions scored after each answer
@@ -106,18 +107,18 @@ def onehop_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[
     its result digits, everything after (later lines, the final answer, an EOS tail) is masked.
     Returns one row per operator, in `+ - * /` order, plus an "all" row.
     """
-    mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
+    mask = adapter.info.mask_token_id
     tally: dict[str, list[int]] = {op: [0, 0] for op in "+-*/"}
-    for problem in problems:
+    layouts = answer_layouts(adapter.tokenizer, problems)
+    for problem, layout in zip(problems, layouts, strict=True):
         prompt = adapter.encode_prompt(problem.prompt)
         answer, roles = token_roles(adapter, problem.target)
-        starts = [0, *(i + 1 for i, tid in enumerate(answer) if adapter.tokenizer.decode([tid]).endswith("\n"))]
-        lines = problem.target.split("\n")
-        for k, line in enumerate(lines[:-1]):
-            begin, end = starts[k], starts[k + 1]
-            result = [i for i in range(begin, end) if roles[i] == "result"]
+        for k, line in enumerate(problem.target.split("\n")[:-1]):
+            on_line = [i for i, index in enumerate(layout.line) if index == k]
+            result = [i for i in on_line if roles[i] == "result"]
             if not result:
                 continue
+            end = on_line[-1] + 1
             canvas = answer[:end] + [mask] * (len(answer) - end + EOS_TAIL)
             for i in result:
                 canvas[i] = mask
@@ -126,12 +127,12 @@ def onehop_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[
             tally[op][0] += int(all(int(predicted[i]) == answer[i] for i in result))
             tally[op][1] += 1
     rows = [OneHopAccuracy(op, c, n) for op, (c, n) in tally.items() if n]
-    return rows + [OneHopAccuracy("all", sum(r.correct for r in rows), sum(r.total for r in rows))]
+    return [*rows, OneHopAccuracy("all", sum(r.correct for r in rows), sum(r.total for r in rows))]
 
 
-def format_onehop(rows: Sequence[OneHopAccuracy]) -> str:
-    """Markdown table: one column per operator."""
-    lines = ["| one-hop result | " + " | ".join(r.op for r in rows) + " |", "|---|" + "---|" * len(rows)]
+def format_onehop(rows: Sequence[OneHopAccuracy], label: str = "one-hop result") -> str:
+    """Markdown table: one column per operator; `label` names the table in its corner cell."""
+    lines = [f"| {label} | " + " | ".join(r.op for r in rows) + " |", "|---|" + "---|" * len(rows)]
     return "\n".join([*lines, "| exact | " + " | ".join(f"{r.accuracy:.2f} ({r.total})" for r in rows) + " |"])
 
 

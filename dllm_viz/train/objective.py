@@ -7,10 +7,9 @@ each term by 1/t; measured first attempts on this task learned about 3x faster u
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-import random
 
 import torch
 import torch.nn.functional as F
