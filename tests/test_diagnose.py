@@ -46,6 +46,8 @@ def test_an_oracle_scores_one_and_a_mask_copier_scores_zero(tiny_dir: Path, monk
     onehop = onehop_accuracy(adapter, problems)
     assert onehop[-1].op == "all" and onehop[-1].total == sum(p.target.count("\n") for p in problems)
     assert all(r.accuracy == 1.0 for r in onehop) and "| one-hop result |" in format_onehop(onehop)
+    carried = onehop_accuracy(adapter, problems, from_line=1)
+    assert carried[-1].total == onehop[-1].total - len(problems)  # every solution has one first line
 
     def copier(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
         return torch.nn.functional.one_hot(tokens[-last:], vocab).float()  # predicts [MASK] where masked
@@ -62,3 +64,4 @@ def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
     assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
     assert "| one-hop result |" in out and "| all |" in out and "| drill result |" in out
+    assert "| carried lines |" in out and "| chained drill, carried lines |" in out

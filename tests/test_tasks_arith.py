@@ -102,6 +102,27 @@ def test_drills_are_one_correct_operation_in_range_and_deterministic() -> None:
     assert ops == set("+-*/")
 
 
+def test_chained_drills_carry_each_result_into_the_next_line_and_hide_it_from_the_prompt() -> None:
+    task = ArithTask()
+    drills = task.drills(300, seed=5, max_ops=4)
+    assert drills == task.drills(300, seed=5, max_ops=4)
+    assert task.drills(50, seed=5) == task.drills(50, seed=5, max_ops=1)  # one op: session 3's stream
+    apply = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "/": int.__floordiv__}
+    counts = set()
+    for drill in drills:
+        *lines, final = drill.target.split("\n")
+        steps = [LINE_RE.fullmatch(line).groups() for line in lines]  # type: ignore[union-attr]
+        counts.add(len(steps))
+        assert drill.prompt == " ".join([" ".join(steps[0][:3]), *(f"{op} {right}" for _, op, right, _ in steps[1:])])
+        for (left, op, right, result), (next_left, *_rest) in zip(steps, [*steps[1:], ("end",)], strict=True):
+            assert int(result) == apply[op](int(left), int(right)) and 0 <= int(result) <= DEFAULT_MAX_RESULT
+            assert next_left in ("end", result)
+        assert final == f"#### {steps[-1][3]}" == f"#### {drill.gold}" and task.score(drill, drill.target)
+    assert counts == {1, 2, 3, 4}
+    with pytest.raises(ValueError, match="max_ops"):
+        task.drills(1, seed=0, max_ops=0)
+
+
 @pytest.mark.parametrize(
     ("completion", "expected"),
     [

@@ -135,7 +135,8 @@ def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: Pr
 
 
 def test_every_third_batch_is_a_wide_batch_of_short_drills(tokenizer: PreTrainedTokenizerFast) -> None:
-    ids, config = special_ids(tokenizer), DataConfig(batch_size=8, drill_every=3, drill_batch_size=24)
+    ids = special_ids(tokenizer)
+    config = DataConfig(batch_size=8, drill_every=3, drill_batch_size=24, drill_max_ops=1)
     assert [config.is_drill_step(step) for step in range(6)] == [False, False, True, False, False, True]
     drill = training_batch(config, tokenizer, ids, seed=0, step=2)
     plain = training_batch(config, tokenizer, ids, seed=0, step=3)
@@ -148,12 +149,19 @@ def test_every_third_batch_is_a_wide_batch_of_short_drills(tokenizer: PreTrained
     assert not any(never.is_drill_step(step) for step in range(10))
     with pytest.raises(ValueError, match="drill_every"):
         DataConfig(drill_every=-1)
+    chained = training_batch(replace(config, drill_max_ops=3), tokenizer, ids, seed=0, step=2)
+    texts = [tokenizer.decode(row, skip_special_tokens=True) for row in chained.labels]
+    assert any(re.search(r"\n\d+ [-+*/] \d+ = (\d+)\n\1 [-+*/] \d+ = \d+\n#### \d+", t) for t in texts), texts
+    for text in texts:  # the final answer is the last line's result
+        last_line, final = text.split("\n")[-2:]
+        assert final == "#### " + last_line.split(" = ")[1], text
 
 
 def test_checkpoints_from_before_focus_masking_keep_their_recipe() -> None:
     raw = dataclasses.asdict(TINY)
     del raw["data"]["focus_fraction"], raw["data"]["drill_every"]
     assert config_from_dict(raw).data.focus_fraction == 0.0 and config_from_dict(raw).data.drill_every == 0
+    assert config_from_dict(raw).data.drill_max_ops == 1
     assert config_from_dict(dataclasses.asdict(TINY)) == TINY
 
 

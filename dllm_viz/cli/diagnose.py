@@ -7,6 +7,7 @@ import argparse
 from dllm_viz.cli.options import add_model_options
 
 DRILL_SEED = 777  # fresh drills; training draws its drill seeds from a per-step RNG
+CHAINED_DRILL_OPS = 4
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,8 +18,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "token role: start / operand (copied from the prompt), carry (previous line's result), "
                     "op, result (computed), final answer, format, EOS tail; then the one-hop table: each "
                     "worked line's result from the lines above and its own operands, later lines masked "
-                    "(the state a block decoder computes in), on the held-out problems and on one-operation "
-                    "drills (`60 + 14`, the same operation without a story around it).")
+                    "(the state a block decoder computes in), on the held-out problems (all lines, then only "
+                    "the carried lines 2+), on one-operation drills (`60 + 14`, the same operation without a "
+                    "story around it) and on the carried lines of chained drills (`6 + 4 * 2`).")
     parser.add_argument("--n", type=int, default=120, help="held-out arithmetic problems (default 120)")
     parser.add_argument("--ratios", default="0.15,0.5,1.0",
                         help="comma-separated masking ratios (default 0.15,0.5,1.0)")
@@ -45,8 +47,13 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_onehop(onehop_accuracy(adapter, problems)))
     print()
+    print(format_onehop(onehop_accuracy(adapter, problems, from_line=1), label="carried lines"))
+    print()
     from dllm_viz.tasks.arith import ArithTask
 
     drills = ArithTask().drills(args.n, seed=DRILL_SEED)
     print(format_onehop(onehop_accuracy(adapter, drills), label="drill result"))
+    print()
+    chained = ArithTask().drills(args.n, seed=DRILL_SEED, max_ops=CHAINED_DRILL_OPS)
+    print(format_onehop(onehop_accuracy(adapter, chained, from_line=1), label="chained drill, carried lines"))
     return 0

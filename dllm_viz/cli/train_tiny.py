@@ -71,9 +71,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--drill-every", type=int, default=d_data.drill_every,
-        help="every Nth step is a batch of one-operation drills (0 = never)",
+        help="every Nth step is a batch of bare-expression drills (0 = never)",
     )  # fmt: skip
     parser.add_argument("--drill-batch-size", type=int, default=d_data.drill_batch_size)
+    parser.add_argument(
+        "--drill-max-ops", type=int, default=d_data.drill_max_ops,
+        help="operations per drill, 1..N evaluated left to right (1 = one-operation drills)",
+    )  # fmt: skip
     parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
     parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
     parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
@@ -101,7 +105,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction,
         focus_fraction=args.focus_fraction, drill_every=args.drill_every,
-        drill_batch_size=args.drill_batch_size,
+        drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
     )  # fmt: skip
     model = ModelConfig(
         hidden_size=args.hidden_size,

@@ -291,32 +291,44 @@ class ArithTask:
         n: int,
         *,
         seed: int,
+        max_ops: int = 1,
         max_operand: int = DEFAULT_MAX_OPERAND,
         max_result: int = DEFAULT_MAX_RESULT,
         max_multiplier: int = DEFAULT_MAX_MULTIPLIER,
     ) -> list[Problem]:
-        """`n` one-operation drills: prompt `60 + 14`, target `60 + 14 = 74\n#### 74`.
+        """`n` bare-expression drills: prompt `6 + 4 * 2`, target `6 + 4 = 10\n10 * 2 = 20\n#### 20`.
 
         Training data only (never exported or scored as a split). Why: a worked line's result
-        is the one thing a model cannot copy from the prompt; a drill row is about a quarter the
-        tokens of a word problem, so it teaches the operation table far more cheaply. The left
-        operand is drawn from the range of running values (any result up to `max_result`),
-        the operation as in word problems (`_pick_step`), with a share of group products.
+        is the one thing a model cannot copy from the prompt; a drill row is a fraction of the
+        tokens of a word problem, so it teaches the operation table far more cheaply. With
+        `max_ops` > 1 each drill chains 1..max_ops operations evaluated left to right, one line
+        each, so from the second line on the left operand is a carried result that appears
+        nowhere in the prompt: session 3 measured one-operation drills right 120/120 but the
+        carried lines of word problems right 28/95, the model computing only from prompt numbers.
+        The first left operand is drawn from the range of running values (any result up to
+        `max_result`) or is a group product; operations are picked as in word problems.
         """
+        if max_ops < 1:
+            raise ValueError(f"`max_ops` must be >= 1, got {max_ops}")
         rng = random.Random(f"arith-drill:{seed}")
         out = []
         for _ in range(n):
             if rng.random() < 0.15:
                 groups = rng.randint(2, max_multiplier)
                 each = rng.randint(2, max(2, min(12, max_result // groups)))
-                step = _Step(groups, "*", each, groups * each)
+                steps = [_Step(groups, "*", each, groups * each)]
             else:
                 value = rng.randint(2, max_result)
-                step = _pick_step(rng, value, max_operand, max_result, max_multiplier)
-            expression = f"{step.left} {step.op} {step.right}"
+                steps = [_pick_step(rng, value, max_operand, max_result, max_multiplier)]
+            num_ops = rng.randint(1, max_ops) if max_ops > 1 else 1
+            while len(steps) < num_ops:
+                steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
+            first = steps[0]
+            expression = " ".join([f"{first.left} {first.op} {first.right}", *(f"{s.op} {s.right}" for s in steps[1:])])
+            answer = steps[-1].result
             out.append(Problem(
-                task=self.name, problem_id=f"arith-drill|{step.line()}", prompt=expression,
-                target=f"{step.line()}\n#### {step.result}", gold=str(step.result),
+                task=self.name, problem_id="arith-drill|" + ";".join(s.line() for s in steps), prompt=expression,
+                target="\n".join([*(s.line() for s in steps), f"#### {answer}"]), gold=str(answer),
             ))  # fmt: skip
         return out
 

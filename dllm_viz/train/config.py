@@ -33,9 +33,12 @@ class DataConfig:
             decoded prefix, then every computed number masked); only arithmetic rows have
             computed numbers. 0 is plain LLaDA SFT masking, which runs before session 3 used.
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
-            `drill_batch_size` one-operation drills (`ArithTask.drills`) on a short canvas
-            instead of word problems: about the same tokens, ten times the computed results
+            `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
+            instead of word problems: about the same tokens, several times the computed results
             (session 3 trained with 1 step in 2).
+        drill_max_ops: operations per drill, drawn from 1..drill_max_ops; above 1 the later
+            lines compute from a carried result, as lines 2+ of a word problem do (session 3's
+            one-operation drills, 1, taught only computing from numbers in the prompt).
     """
 
     batch_size: int = 32
@@ -48,7 +51,8 @@ class DataConfig:
     max_multiplier: int = DEFAULT_MAX_MULTIPLIER
     focus_fraction: float = 0.5
     drill_every: int = 2
-    drill_batch_size: int = 128
+    drill_batch_size: int = 64
+    drill_max_ops: int = 4
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -57,10 +61,10 @@ class DataConfig:
             raise ValueError(f"`code_fraction` must be in [0, 1], got {self.code_fraction}")
         if not 0.0 <= self.focus_fraction <= 1.0:
             raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
-        if self.drill_every < 0 or self.drill_batch_size < 1:
+        if self.drill_every < 0 or self.drill_batch_size < 1 or self.drill_max_ops < 1:
             raise ValueError(
-                f"need `drill_every` >= 0 and `drill_batch_size` >= 1, "
-                f"got {self.drill_every} and {self.drill_batch_size}"
+                f"need `drill_every` >= 0, `drill_batch_size` >= 1 and `drill_max_ops` >= 1, got "
+                f"{self.drill_every}, {self.drill_batch_size} and {self.drill_max_ops}"
             )
         if len(self.canvas_lengths) != len(self.canvas_weights):
             raise ValueError(
@@ -167,6 +171,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     # checkpoints from before focus masking and drills existed
     data.setdefault("focus_fraction", 0.0)
     data.setdefault("drill_every", 0)
+    data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])

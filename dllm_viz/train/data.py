@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 PROMPT_TEMPLATE = "Question: {prompt}\nAnswer:\n"
 # Row lengths are rounded up to a multiple of this, so (compiled or not) few shapes occur.
 LENGTH_QUANTUM = 16
-# A drill's answer (`60 + 14 = 74\n#### 74`) is at most 16 tokens; one EOS at least follows.
+# Minimum canvas of a drill batch: a one-operation answer (`60 + 14 = 74\n#### 74`) is at most 16
+# tokens; longer chained drills grow the rows to fit (build_rows), with at least one EOS.
 DRILL_CANVAS = 16
 
 
@@ -184,7 +185,10 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
     """The problems and canvas length of batch `step` (a pure function of seed and step)."""
     rng = random.Random(f"batch:{seed}:{step}")
     if config.is_drill_step(step):
-        drills = ArithTask().drills(config.drill_batch_size, seed=rng.getrandbits(62), **config.arith_limits())
+        drills = ArithTask().drills(
+            config.drill_batch_size, seed=rng.getrandbits(62), max_ops=config.drill_max_ops,
+            **config.arith_limits(),
+        )  # fmt: skip
         return drills, DRILL_CANVAS
     num_code = sum(rng.random() < config.code_fraction for _ in range(config.batch_size))
     batch_seed = rng.getrandbits(62)

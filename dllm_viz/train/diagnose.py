@@ -100,11 +100,15 @@ class OneHopAccuracy:
 
 
 @torch.no_grad()
-def onehop_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[OneHopAccuracy]:
+def onehop_accuracy(
+    adapter: ModelAdapter, problems: Sequence[Problem], *, from_line: int = 0
+) -> list[OneHopAccuracy]:
     """Exact one-pass result of each worked line given the lines above and its own operands.
 
     For line k of each arithmetic solution: lines before k are visible, line k is visible except
     its result digits, everything after (later lines, the final answer, an EOS tail) is masked.
+    Only lines k >= `from_line` count: `from_line=1` keeps the carried lines, whose left operand
+    is the line above's result rather than a number of the prompt.
     Returns one row per operator, in `+ - * /` order, plus an "all" row.
     """
     mask = adapter.info.mask_token_id
@@ -114,6 +118,8 @@ def onehop_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[
         prompt = adapter.encode_prompt(problem.prompt)
         answer, roles = token_roles(adapter, problem.target)
         for k, line in enumerate(problem.target.split("\n")[:-1]):
+            if k < from_line:
+                continue
             on_line = [i for i, index in enumerate(layout.line) if index == k]
             result = [i for i in on_line if roles[i] == "result"]
             if not result:
