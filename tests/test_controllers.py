@@ -14,8 +14,11 @@ from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import Learn2PdPolicy, Pipeline, TspdPolicy
+from dllm_viz.policies.base import Decision
+from dllm_viz.policies.controller_features import tspd_features
 from dllm_viz.policies.controller_weights import ControllerWeights, load_controller, lstm_step, mlp_forward
 from dllm_viz.policies.extras import FILTER_PROB, TSPD_GATE
+from dllm_viz.policies.tspd import TspdState
 from dllm_viz.train.controller import (
     ControllerConfig,
     FilterNet,
@@ -73,6 +76,30 @@ def test_learned_policies_record_their_gates(controller_options: dict[str, str])
     l2p = decode(ToyAdapter(), [4, 5], Pipeline(Learn2PdPolicy(filter_weights=controller_options["filter_weights"])),
                  DecodeConfig(gen_length=32))
     assert FILTER_PROB in l2p.extras and l2p.is_complete
+
+
+class _AllRowsTspd(TspdPolicy):
+    """TSPD as first written: the LSTM over every row, committed rows' state restored after."""
+
+    def step(self, view, state):  # type: ignore[no-untyped-def]
+        weights = self._weights()
+        x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
+                                    int(weights.card["vocab_size"]), state.features, self.beta)
+        logit, h, c = lstm_step(weights, x, state.h, state.c)
+        gate = 1.0 / (1.0 + np.exp(-logit))
+        h = np.where(view.is_masked[None, :, None], h, state.h)
+        c = np.where(view.is_masked[None, :, None], c, state.c)
+        commit = view.open_positions & (gate > self.tau_fix)
+        gates = np.where(view.is_masked, gate, np.nan).astype(np.float32)
+        return Decision.of(commit, "tspd", {TSPD_GATE: gates}), TspdState(features=features, h=h, c=c)
+
+
+def test_tspd_on_masked_rows_only_equals_the_lstm_over_every_row() -> None:
+    runs = [decode(ToyAdapter(), [4, 5], Pipeline(policy()), DecodeConfig(gen_length=32))  # shipped weights
+            for policy in (TspdPolicy, _AllRowsTspd)]
+    assert runs[0].tokens.shape[0] > 2  # several passes
+    np.testing.assert_array_equal(runs[0].tokens, runs[1].tokens)
+    np.testing.assert_allclose(runs[0].extras[TSPD_GATE], runs[1].extras[TSPD_GATE], rtol=1e-5, atol=1e-6)
 
 
 def test_missing_controller_weights_name_the_fix(tmp_path: Path) -> None:

@@ -2,7 +2,12 @@
 
 Trained with torch by `python -m dllm_viz train-controller` and saved as safetensors with a JSON
 card beside them; decoding runs them in numpy so policies stay torch-free and cheap (a 2-layer,
-64-unit LSTM over a few hundred positions is well under a millisecond).
+64-unit LSTM over 256 positions takes 1-2 ms on one core).
+
+The matrix products run with the BLAS pool limited to one thread: they are far too small to gain
+from threads, and on the 2-core dev box with the other core taken, numpy's default 2-thread
+OpenBLAS made one TSPD step at 256 positions take 3.5 ms (a busy loop there) to 27-44 ms (another
+decoding process there) instead of 1-2 ms: its threads wait on each other for a core.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 CONTROLLER_DIR = Path(__file__).resolve().parent.parent / "assets" / "controllers"
 BUNDLED = "bundled"
@@ -54,6 +60,17 @@ def load_controller(path: str, kind: str) -> ControllerWeights:
     return ControllerWeights(tensors={k: v.astype(np.float32) for k, v in load_file(str(file)).items()}, card=card)
 
 
+@lru_cache(maxsize=1)
+def _blas_pools() -> ThreadpoolController:
+    """The process's thread pools (inspected once: the BLAS numpy loaded is there by now)."""
+    return ThreadpoolController()
+
+
+def _one_blas_thread():  # type: ignore[no-untyped-def]
+    """Context manager: BLAS on one thread for the duration (about 12 microseconds to enter/exit)."""
+    return _blas_pools().limit(limits=1, user_api="blas")
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
@@ -72,22 +89,24 @@ def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.nd
     layers = h.shape[0]
     new_h, new_c = np.empty_like(h), np.empty_like(c)
     inp = x
-    for layer in range(layers):
-        gates = (inp @ t[f"lstm.weight_ih_l{layer}"].T + t[f"lstm.bias_ih_l{layer}"]
-                 + h[layer] @ t[f"lstm.weight_hh_l{layer}"].T + t[f"lstm.bias_hh_l{layer}"])
-        i, f, g, o = np.split(gates, 4, axis=-1)
-        new_c[layer] = _sigmoid(f) * c[layer] + _sigmoid(i) * np.tanh(g)
-        new_h[layer] = _sigmoid(o) * np.tanh(new_c[layer])
-        inp = new_h[layer]
-    logit = inp @ t["head.weight"].T[:, 0] + t["head.bias"][0]
+    with _one_blas_thread():
+        for layer in range(layers):
+            gates = (inp @ t[f"lstm.weight_ih_l{layer}"].T + t[f"lstm.bias_ih_l{layer}"]
+                     + h[layer] @ t[f"lstm.weight_hh_l{layer}"].T + t[f"lstm.bias_hh_l{layer}"])
+            i, f, g, o = np.split(gates, 4, axis=-1)
+            new_c[layer] = _sigmoid(f) * c[layer] + _sigmoid(i) * np.tanh(g)
+            new_h[layer] = _sigmoid(o) * np.tanh(new_c[layer])
+            inp = new_h[layer]
+        logit = inp @ t["head.weight"].T[:, 0] + t["head.bias"][0]
     return logit, new_h, new_c
 
 
 def mlp_forward(weights: ControllerWeights, x: np.ndarray) -> np.ndarray:
     """Learn2PD's 32 -> 32 -> 32 filter: logits for each window slot."""
     t = weights.tensors
-    hidden = np.maximum(x @ t["fc1.weight"].T + t["fc1.bias"], 0.0)
-    return hidden @ t["fc2.weight"].T + t["fc2.bias"]
+    with _one_blas_thread():
+        hidden = np.maximum(x @ t["fc1.weight"].T + t["fc1.bias"], 0.0)
+        return hidden @ t["fc2.weight"].T + t["fc2.bias"]
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

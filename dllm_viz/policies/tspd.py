@@ -65,11 +65,14 @@ class TspdPolicy:
         weights = self._weights()
         x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
                                     int(weights.card["vocab_size"]), state.features, self.beta)
-        logit, h, c = lstm_step(weights, x, state.h, state.c)
-        gate = sigmoid(logit)
-        # Positions already committed keep their state: the controller only runs while masked.
-        h = np.where(view.is_masked[None, :, None], h, state.h)
-        c = np.where(view.is_masked[None, :, None], c, state.c)
+        # The controller only runs while a position is masked; committed positions keep their
+        # state, so only the masked rows are computed (the LSTM is row-wise: same result).
+        rows = np.flatnonzero(view.is_masked)
+        logit, h_rows, c_rows = lstm_step(weights, x[rows], state.h[:, rows], state.c[:, rows])
+        h, c = state.h.copy(), state.c.copy()
+        h[:, rows], c[:, rows] = h_rows, c_rows
+        gate = np.full(view.is_masked.shape[0], np.nan, dtype=np.float32)
+        gate[rows] = sigmoid(logit)
         commit = view.open_positions & (gate > self.tau_fix)
-        extras = {TSPD_GATE: np.where(view.is_masked, gate, np.nan).astype(np.float32)}
+        extras = {TSPD_GATE: gate}
         return Decision.of(commit, "tspd", extras), TspdState(features=features, h=h, c=c)
