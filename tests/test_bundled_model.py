@@ -53,8 +53,8 @@ def test_bundled_model_writes_held_out_code_that_passes_its_tests(bundled) -> No
     assert sum(r.correct for r in results) >= MIN_CODE_CORRECT_OF_20, [r.completion for r in results[:3]]
 
 
-# Measured on the committed step-8251 checkpoint (see MODEL_CARD.md): 4/20 arithmetic and 19/20
+# Measured on the committed step-10250 checkpoint (see MODEL_CARD.md): 8/20 arithmetic and 19/20
 # code with threshold 0.9. One problem of slack absorbs float differences between machines; a
 # retrained model that scores lower than this on the same 20 problems is a regression.
-MIN_CORRECT_OF_20 = 3
+MIN_CORRECT_OF_20 = 7
 MIN_CODE_CORRECT_OF_20 = 18
