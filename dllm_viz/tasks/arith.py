@@ -303,8 +303,8 @@ class ArithTask:
         tokens of a word problem, so it teaches the operation table far more cheaply. With
         `max_ops` > 1 each drill chains 1..max_ops operations evaluated left to right, one line
         each, so from the second line on the left operand is a carried result that appears
-        nowhere in the prompt: session 3 measured one-operation drills right 120/120 but the
-        carried lines of word problems right 28/95, the model computing only from prompt numbers.
+        nowhere in the prompt: session 3 measured one-operation drills right 120/120 but, decoding
+        word problems, second lines right in 28 of 95: the model computed only from prompt numbers.
         The first left operand is drawn from the range of running values (any result up to
         `max_result`) or is a group product; operations are picked as in word problems.
         """
