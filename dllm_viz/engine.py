@@ -20,7 +20,7 @@ import torch
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.policies.base import COMMIT_REASONS, NO_REASON, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import COMMIT_REASONS, NO_REASON, StepView, is_any_of, reason_code, top_k_mask
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.sampling import summarize
 from dllm_viz.trace import PASS_KINDS, Trace, TraceBuilder
@@ -223,8 +223,8 @@ def iter_decode(
         stats = fwd.stats
         forward_seconds = time.perf_counter() - started
         base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
-                "is_eos_candidate": np.isin(stats["candidate"], stop_ids), "canvas_end": canvas_end,
-                "is_delimiter_candidate": np.isin(stats["candidate"], delimiter_ids), **stats}
+                "is_eos_candidate": is_any_of(stats["candidate"], stop_ids), "canvas_end": canvas_end,
+                "is_delimiter_candidate": is_any_of(stats["candidate"], delimiter_ids), **stats}
         extras = _advance_window(pipeline, cursor, base, is_masked)
         view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
                         window_masked_at_start=cursor.masked_at_start, **base)

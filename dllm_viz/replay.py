@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dllm_viz.policies import NO_REASON, Pipeline, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import is_any_of
 from dllm_viz.trace import Trace
 
 
@@ -33,7 +34,7 @@ def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_
         step=k, step_in_window=in_block, window=(start, end), tokens=canvas.copy(), is_masked=canvas == mask_id,
         candidate=candidate, confidence=dense.confidence[s].astype(np.float64),
         margin=dense.margin[s].astype(np.float64), entropy=dense.entropy[s].astype(np.float64),
-        is_eos_candidate=np.isin(candidate, stop_ids), rand=rng.random(dense.gen_length),
+        is_eos_candidate=is_any_of(candidate, stop_ids), rand=rng.random(dense.gen_length),
         window_masked_at_start=end - start, canvas_end=dense.gen_length,
     )
 

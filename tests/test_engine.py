@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from toy import ToyAdapter
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode, iter_decode
 from dllm_viz.policies import FixedBlocks, FixedStepsPolicy, Pipeline, ThresholdPolicy
+from dllm_viz.policies.base import is_any_of
 
 
 def llada_reference(adapter, prompt: list[int], *, steps: int, gen_length: int, block_length: int) -> list[int]:
@@ -160,3 +163,9 @@ def test_block_length_must_divide_gen_length(tiny_adapter) -> None:
 def test_decode_config_validation(bad: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         DecodeConfig(**bad)
+
+
+@given(st.lists(st.integers(0, 40), max_size=64), st.lists(st.integers(0, 40), max_size=5))
+def test_is_any_of_equals_np_isin(values: list[int], ids: list[int]) -> None:
+    array, id_array = np.array(values, dtype=np.int64), np.array(ids, dtype=np.int64)
+    np.testing.assert_array_equal(is_any_of(array, id_array), np.isin(array, id_array))
