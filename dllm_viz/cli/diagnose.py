@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
     print()
     from dllm_viz.tasks.arith import ArithTask
 
-    drills = ArithTask().drills(args.n, seed=DRILL_SEED)
+    task = ArithTask()
+    drills = task.drills(args.n, seed=DRILL_SEED)
     print(format_onehop(onehop_accuracy(adapter, drills), label="drill result"))
     print()
-    chained = ArithTask().drills(args.n, seed=DRILL_SEED, max_ops=CHAINED_DRILL_OPS)
+    chained = task.drills(args.n, seed=DRILL_SEED, max_ops=CHAINED_DRILL_OPS)
     print(format_onehop(onehop_accuracy(adapter, chained, from_line=1), label="chained drill, carried lines"))
     return 0

@@ -179,6 +179,19 @@ def _sentence(rng: random.Random, step: _Step, who: dict[str, str]) -> str:
     return text.format(k=step.right, **who)
 
 
+def _group_step(rng: random.Random, max_result: int, max_multiplier: int) -> _Step:
+    """`groups * each` (e.g. 3 boxes of 7), the product within `max_result`."""
+    groups = rng.randint(2, max_multiplier)
+    each = rng.randint(2, max(2, min(12, max_result // groups)))
+    return _Step(groups, "*", each, groups * each)
+
+
+def _worked(kind: str, steps: list[_Step]) -> tuple[str, str]:
+    """(problem id `kind|line;line`, target `line\nline\n#### answer`) of a worked solution."""
+    lines = [s.line() for s in steps]
+    return f"{kind}|" + ";".join(lines), "\n".join([*lines, f"#### {steps[-1].result}"])
+
+
 class ArithTask:
     """Multi-step arithmetic word problems scored by the number after `####`."""
 
@@ -263,10 +276,8 @@ class ArithTask:
         }
         steps: list[_Step] = []
         if rng.random() < 0.3:
-            groups = rng.randint(2, max_multiplier)
-            each = rng.randint(2, max(2, min(12, max_result // groups)))
-            steps.append(_Step(groups, "*", each, groups * each))
-            sentences = [f"{name} has {groups} {who['cont']} with {each} {items} in each."]
+            steps.append(_group_step(rng, max_result, max_multiplier))
+            sentences = [f"{name} has {steps[0].left} {who['cont']} with {steps[0].right} {items} in each."]
         else:
             start = rng.randint(2, max_operand)
             sentences = [f"{name} has {start} {items}."]
@@ -276,14 +287,13 @@ class ArithTask:
             steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
             sentences.append(_sentence(rng, steps[-1], who))
         sentences.append(rng.choice(QUESTIONS).format(**who))
-        answer = steps[-1].result
-        canonical = "arith|" + ";".join(s.line() for s in steps)
+        canonical, target = _worked("arith", steps)
         return Problem(
             task=self.name,
             problem_id=canonical,
             prompt=" ".join(sentences),
-            target="\n".join([*(s.line() for s in steps), f"#### {answer}"]),
-            gold=str(answer),
+            target=target,
+            gold=str(steps[-1].result),
         )
 
     def drills(
@@ -314,9 +324,7 @@ class ArithTask:
         out = []
         for _ in range(n):
             if rng.random() < 0.15:
-                groups = rng.randint(2, max_multiplier)
-                each = rng.randint(2, max(2, min(12, max_result // groups)))
-                steps = [_Step(groups, "*", each, groups * each)]
+                steps = [_group_step(rng, max_result, max_multiplier)]
             else:
                 value = rng.randint(2, max_result)
                 steps = [_pick_step(rng, value, max_operand, max_result, max_multiplier)]
@@ -325,10 +333,9 @@ class ArithTask:
                 steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
             first = steps[0]
             expression = " ".join([f"{first.left} {first.op} {first.right}", *(f"{s.op} {s.right}" for s in steps[1:])])
-            answer = steps[-1].result
+            problem_id, target = _worked("arith-drill", steps)
             out.append(Problem(
-                task=self.name, problem_id="arith-drill|" + ";".join(s.line() for s in steps), prompt=expression,
-                target="\n".join([*(s.line() for s in steps), f"#### {answer}"]), gold=str(answer),
+                task=self.name, problem_id=problem_id, prompt=expression, target=target, gold=str(steps[-1].result),
             ))  # fmt: skip
         return out
 
