@@ -6,7 +6,7 @@ committed so the app and benchmarks need no generation step.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from dllm_viz.tasks import TASKS, Problem, dump_problems
@@ -43,5 +43,9 @@ def write_sets(out_dir: Path = SAMPLE_DIR) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for written in write_sets(Path(sys.argv[1]) if len(sys.argv) > 1 else SAMPLE_DIR):
+    # argparse, not sys.argv[1]: `--help` used to be taken as the output folder and created.
+    parser = argparse.ArgumentParser(prog="python -m dllm_viz.tasks.export_sets", description=__doc__)
+    parser.add_argument("out_dir", nargs="?", type=Path, default=SAMPLE_DIR,
+                        help="where to write the .jsonl sets (default: sample_prompts/)")
+    for written in write_sets(parser.parse_args().out_dir):
         print(written)
