@@ -47,6 +47,9 @@ class StepRecord:
         query_len: query positions in the forward pass.
         forward_seconds: wall time of the forward pass and its statistics.
         step_seconds: wall time of the whole step (forward + policy + bookkeeping).
+        policy_seconds: wall time inside the policy's calls this step (block sizer, observer,
+            commit rule, extrapolator, stop check): the policy's own overhead, apart from the
+            engine's bookkeeping.
         stop_reason: set on the last record: "complete", "max_steps" or "eos".
         cache_bytes: memory held by the KV cache after this pass (0 without caching).
     """
@@ -67,6 +70,7 @@ class StepRecord:
     query_len: int = 0
     forward_seconds: float = 0.0
     step_seconds: float = 0.0
+    policy_seconds: float = 0.0
     stop_reason: str | None = None
     cache_bytes: int = 0
 
@@ -225,6 +229,7 @@ def iter_decode(
         base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
                 "is_eos_candidate": is_any_of(stats["candidate"], stop_ids), "canvas_end": canvas_end,
                 "is_delimiter_candidate": is_any_of(stats["candidate"], delimiter_ids), **stats}
+        policy_started = time.perf_counter()
         extras = _advance_window(pipeline, cursor, base, is_masked)
         view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
                         window_masked_at_start=cursor.masked_at_start, **base)
@@ -232,6 +237,7 @@ def iter_decode(
         decision, rule_state = pipeline.rule.step(view, rule_state)
         if pipeline.extrapolate is not None:
             decision, extra_state = pipeline.extrapolate.step(view, decision, extra_state)
+        policy_seconds = time.perf_counter() - policy_started
         commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
         reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
         if not commit.any():
@@ -240,7 +246,9 @@ def iter_decode(
             reason[commit] = reason_code("forced_top1")
         tokens[commit] = stats["candidate"][commit]
         extras.update(decision.extras)
+        stop_started = time.perf_counter()
         halted, new_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)
+        policy_seconds += time.perf_counter() - stop_started
         if new_end != canvas_end:
             canvas_end, kv = new_end, None  # a shorter sequence: the next pass refreshes the cache
         x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
@@ -250,7 +258,7 @@ def iter_decode(
             step=step, block_index=cursor.block_index, step_in_window=cursor.step_in_window - 1,
             window=cursor.window, tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
             pass_kind=fwd.pass_kind, query_len=fwd.query_len,
-            forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started,
+            forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started, policy_seconds=policy_seconds,
             stop_reason=stop, cache_bytes=0 if kv is None else kv.nbytes(), **stats,
         )
         if halted:

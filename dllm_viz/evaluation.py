@@ -31,6 +31,7 @@ class ProblemResult:
         nfe: forward passes.
         seconds: wall time of the decode loop.
         forward_seconds: part of it spent in forward passes (model + statistics).
+        policy_seconds: part of it spent inside the policy's calls (the rest is the engine's).
         tokens_per_second: Fast-dLLM throughput (committed non-EOS tokens / seconds).
         completion: the answer text up to the first EOS.
         complete: every position was committed.
@@ -42,6 +43,7 @@ class ProblemResult:
     nfe: int
     seconds: float
     forward_seconds: float
+    policy_seconds: float
     tokens_per_second: float
     completion: str
     complete: bool
@@ -99,6 +101,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         nfe=trace.nfe,
         seconds=trace.wall_seconds,
         forward_seconds=float(trace.forward_seconds.sum()),
+        policy_seconds=float(trace.policy_seconds.sum()),
         tokens_per_second=trace.summary()["tokens_per_second"],
         completion=completion,
         complete=trace.is_complete,

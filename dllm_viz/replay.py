@@ -15,6 +15,7 @@ context at each step; the Verify button measures the difference.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,7 +76,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
     extra_state = None if extra is None else extra.init_state(dense.gen_length)
     rng = np.random.default_rng(seed)
     canvas = dense.tokens[0].astype(np.int64).copy()
-    rows: dict[str, list[Any]] = {k: [] for k in ("tokens", "committed", "reason", "extras", "dense_steps")}
+    rows: dict[str, list[Any]] = {k: [] for k in ("tokens", "committed", "reason", "extras", "dense_steps",
+                                                       "policy_seconds")}
     block_start: dict[int, int] = {}
     for s in range(dense.num_steps):
         start, end = (int(v) for v in dense.window[s])
@@ -83,9 +85,11 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         if not (canvas[start:end] == mask_id).any():
             continue  # the rule already filled this block: the dense steps left in it are not needed
         view = _view(dense, s, len(rows["dense_steps"]), canvas, s - block, stop_ids, rng, mask_id)
+        started = time.perf_counter()
         decision, rule_state = rule.step(view, rule_state)
         if extra is not None:
             decision, extra_state = extra.step(view, decision, extra_state)
+        rows["policy_seconds"].append(time.perf_counter() - started)
         commit, reason = _commits(dense, s, view, decision)
         canvas[commit] = view.candidate[commit]
         for key, value in (("tokens", canvas.copy()), ("committed", commit), ("reason", reason),
@@ -96,7 +100,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
 
 def _build(dense: Trace, pipeline: Pipeline, rows: dict[str, list[Any]],
            answer_text: Callable[[Sequence[int]], str] | None, stop_ids: np.ndarray) -> Trace:
-    """Assemble the replayed Trace from its rows (statistics and timings come from the dense steps)."""
+    """Assemble the replayed Trace from its rows (statistics and forward timings come from the dense
+    steps; policy time is the replayed rule's own)."""
     steps = np.asarray(rows["dense_steps"], dtype=np.int64)
     num, length = steps.size, dense.gen_length
     names = sorted({name for extras in rows["extras"] for name in extras})
@@ -115,7 +120,8 @@ def _build(dense: Trace, pipeline: Pipeline, rows: dict[str, list[Any]],
                   reason=np.array(rows["reason"], dtype=np.int8).reshape(num, length), window=dense.window[steps],
                   block_index=dense.block_index[steps], pass_kind=dense.pass_kind[steps],
                   query_len=dense.query_len[steps], step_seconds=dense.step_seconds[steps],
-                  forward_seconds=dense.forward_seconds[steps], prompt_ids=dense.prompt_ids, extras=extras, meta=meta)
+                  forward_seconds=dense.forward_seconds[steps], prompt_ids=dense.prompt_ids,
+                  policy_seconds=np.asarray(rows["policy_seconds"], dtype=np.float64), extras=extras, meta=meta)
     trace.meta["stop_reason"] = "complete" if trace.is_complete else "incomplete"
     final = trace.final_tokens.tolist()
     trace.meta["answer_text"] = answer_text(final) if answer_text else _joined(trace, final, stop_ids)

@@ -36,7 +36,11 @@ _FIELDS: dict[str, tuple[type, str]] = {
     "step_seconds": (np.float64, "S"),
     "forward_seconds": (np.float64, "S"),
     "prompt_ids": (np.int32, "P"),
+    "policy_seconds": (np.float64, "S"),
 }
+# Fields added after traces were first saved: files (and callers) without them get NaN ("not
+# measured") instead of being refused.
+_OPTIONAL_FIELDS = ("policy_seconds",)
 
 
 class TraceFileError(ValueError):
@@ -59,6 +63,9 @@ class Trace:
         query_len: [S] number of query positions in that forward pass (its real cost).
         step_seconds / forward_seconds: [S] wall time of the step and of its forward pass.
         prompt_ids: [P] the prompt's token ids.
+        policy_seconds: [S] wall time inside the policy's calls (block sizer, commit rule,
+            extrapolator, stop) in that step; the rest of step - forward is the engine's own
+            bookkeeping. NaN where not measured (traces saved before it was recorded).
         extras: policy internals by name, each [S, L] float32 (NaN where undefined).
         meta: JSON-ready metadata: model, pipeline, decode config, prompt text, token texts.
     """
@@ -77,6 +84,7 @@ class Trace:
     step_seconds: np.ndarray
     forward_seconds: np.ndarray
     prompt_ids: np.ndarray
+    policy_seconds: np.ndarray | None = None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -88,6 +96,8 @@ class Trace:
             "S": (num_steps,),
             "S2": (num_steps, 2),
         }
+        if self.policy_seconds is None:
+            object.__setattr__(self, "policy_seconds", np.full(num_steps, np.nan))
         for name, (dtype, kind) in _FIELDS.items():
             value = np.asarray(getattr(self, name))
             if value.dtype != dtype:
@@ -158,10 +168,11 @@ class Trace:
         return bool((self.commit_step >= 0).all())
 
     def summary(self) -> dict[str, float]:
-        """Headline numbers: NFE, wall seconds, tokens/s and tokens per step.
+        """Headline numbers: NFE, wall seconds, tokens/s, tokens per step and policy overhead.
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
-        over the wall time of the decode loop.
+        over the wall time of the decode loop. policy_overhead is the time inside the
+        policy's calls over the forward passes' time (NaN when not recorded).
         """
         stop_ids = self.meta.get("model", {}).get("stop_token_ids", [])
         committed = self.commit_step >= 0
@@ -172,7 +183,14 @@ class Trace:
             "seconds": seconds,
             "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
+            "policy_overhead": self._policy_overhead(),
         }
+
+    def _policy_overhead(self) -> float:
+        forward = float(self.forward_seconds.sum())
+        if forward <= 0 or not np.isfinite(self.policy_seconds).all():
+            return float("nan")
+        return float(self.policy_seconds.sum()) / forward
 
     def token_text(self, token_id: int) -> str:
         """Display text of a token id as recorded at decode time ('?' if unknown)."""
@@ -228,12 +246,12 @@ def load_trace(path: str | Path) -> Trace:
             f"{str(path)!r} has trace schema {version!r}; this dllm_viz reads up to "
             f"{SCHEMA_VERSION}: upgrade dllm_viz"
         )
-    missing = sorted(set(_FIELDS) - set(arrays))
+    missing = sorted(set(_FIELDS) - set(arrays) - set(_OPTIONAL_FIELDS))
     if missing:
         raise TraceFileError(f"{str(path)!r} lacks trace arrays {missing}; the file is truncated")
     extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
     try:
-        return Trace(**{name: arrays[name] for name in _FIELDS}, extras=extras, meta=meta)
+        return Trace(**{name: arrays[name] for name in _FIELDS if name in arrays}, extras=extras, meta=meta)
     except ValueError as exc:
         raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
 
@@ -270,6 +288,7 @@ class TraceBuilder:
         rows["query_len"].append(record.query_len)
         rows["step_seconds"].append(record.step_seconds)
         rows["forward_seconds"].append(record.forward_seconds)
+        rows["policy_seconds"].append(getattr(record, "policy_seconds", np.nan))
         for name, values in record.extras.items():
             self._extras.setdefault(name, {})[self.num_steps - 1] = np.asarray(values, np.float32)
         if record.stop_reason is not None:

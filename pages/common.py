@@ -194,7 +194,8 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
 
 
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
-    """One row per trace (dense first): NFE, time, speedups vs dense, throughput, agreement."""
+    """One row per trace (dense first): NFE, time, speedups vs dense, throughput, policy overhead
+    (its calls' time per forward-pass time; blank for traces saved before it was recorded), agreement."""
     base = dense.summary()
     rows = []
     for trace in [dense, *traces]:
@@ -206,6 +207,7 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
             "seconds": summary["seconds"],
             "wall speedup": base["seconds"] / summary["seconds"] if summary["seconds"] > 0 else None,
             "tokens/s": summary["tokens_per_second"], "tokens/step": summary["tokens_per_step"],
+            "policy overhead %": 100 * summary["policy_overhead"],
             "same as dense": f"{same}/{dense.gen_length}",
         })
     return rows

@@ -83,7 +83,8 @@ def show_one(results: list) -> None:
     longest = max(t.nfe for t in results)
     st.dataframe(comparison_rows(dense, others), key="cmp_table", hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                for c in ("NFE speedup", "seconds", "wall speedup", "tokens/s", "tokens/step")})
+                                for c in ("NFE speedup", "seconds", "wall speedup", "tokens/s", "tokens/step",
+                                          "policy overhead %")})
     for column, trace in zip(st.columns(len(others)), others, strict=False):
         with column:
             st.markdown(f"**{trace.meta['label']}**")

@@ -11,7 +11,7 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.replay import agreement, replay
 from dllm_viz.trace import Trace, TraceFileError
-from pages.common import PromptError, check_prompt, diff_html, share_query
+from pages.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
 from pages.export import npz_bytes, png_available, png_bytes, uploaded_trace
 from pages.sweep import parse_values, sweep_configs
 from pages.widgets import field_specs, parse_strings
@@ -50,6 +50,19 @@ def test_replay_records_the_rule_internals_and_which_dense_step_each_step_read(d
     assert len(steps) == trace.nfe and steps == sorted(steps) and steps[0] == 0
     np.testing.assert_array_equal(trace.confidence, dense.confidence[steps])
     assert trace.meta["label"] == "replay: cora+kalman"
+
+
+def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(dense: Trace) -> None:
+    replayed = replay(dense, Pipeline.from_names("threshold", block_length=16))
+    assert np.isfinite(replayed.policy_seconds).all() and replayed.summary()["policy_overhead"] > 0
+    old = Trace(**{k: getattr(replayed, k) for k in ("tokens", "candidate", "confidence", "entropy", "margin",
+                                                      "committed", "reason", "window", "block_index", "pass_kind",
+                                                      "query_len", "step_seconds", "forward_seconds", "prompt_ids")},
+                meta=dict(replayed.meta))  # as loaded from a file saved before policy timing
+    rows = comparison_rows(dense, [replayed, old])
+    overhead = [row["policy overhead %"] for row in rows]
+    assert overhead[0] == pytest.approx(100 * dense.policy_seconds.sum() / dense.forward_seconds.sum())
+    assert overhead[1] > 0 and np.isnan(overhead[2])
 
 
 def test_npz_export_round_trips_and_a_corrupt_upload_is_refused(dense: Trace) -> None:

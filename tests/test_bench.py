@@ -47,7 +47,26 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert summary.loc["dense", "nfe_speedup"] == 1.0 and summary.loc["dense", "wall_speedup"] == 1.0
     assert summary.loc["threshold", "mean_nfe"] <= 16
     assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
-                                    "agreement", "overhead", "n"}
+                                    "agreement", "overhead", "engine_overhead", "n"}
+    # The policy's time is measured apart from the engine's: both are parts of the step.
+    assert (rows["policy_seconds"] > 0).all()
+    assert (rows["policy_seconds"] + rows["forward_seconds"] <= rows["seconds"]).all()
+    assert (summary["engine_overhead"] > 0).all()
+
+
+def test_summary_splits_policy_and_engine_time() -> None:
+    rows = pd.DataFrame([
+        {"config": "dense", "correct": True, "nfe": 10, "seconds": 1.2, "forward_seconds": 1.0,
+         "policy_seconds": 0.05, "tokens_per_second": 5.0, "agrees_with_dense": True},
+        {"config": "tspd", "correct": False, "nfe": 2, "seconds": 0.4, "forward_seconds": 0.2,
+         "policy_seconds": 0.1, "tokens_per_second": 20.0, "agrees_with_dense": False},
+    ])
+    summary = summarize_bench(rows)
+    assert summary.loc["dense", "overhead"] == pytest.approx(0.05)
+    assert summary.loc["dense", "engine_overhead"] == pytest.approx(0.15)
+    assert summary.loc["tspd", "overhead"] == pytest.approx(0.5)
+    assert summary.loc["tspd", "engine_overhead"] == pytest.approx(0.5)
+    assert summary.loc["tspd", "wall_speedup"] == pytest.approx(3.0)
 
 
 def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,

@@ -136,6 +136,7 @@ def test_iter_decode_yields_one_record_per_forward_pass(tiny_adapter) -> None:
     assert [r.nfe for r in records] == list(range(1, 9))
     assert records[-1].stop_reason == "complete" and all(r.stop_reason is None for r in records[:-1])
     assert all(r.forward_seconds <= r.step_seconds for r in records)
+    assert all(0 < r.policy_seconds <= r.step_seconds - r.forward_seconds for r in records)
     assert records[0].query_len == len(prompt) + 16
 
 

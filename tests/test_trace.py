@@ -27,7 +27,7 @@ def test_round_trip_is_identical(trace: Trace, tmp_path: Path) -> None:
     path = trace.save(tmp_path / "run.npz")
     loaded = load_trace(path)
     for name in ("tokens", "candidate", "confidence", "entropy", "margin", "committed", "reason",
-                 "window", "block_index", "pass_kind", "query_len", "step_seconds", "prompt_ids"):
+                 "window", "block_index", "pass_kind", "query_len", "step_seconds", "policy_seconds", "prompt_ids"):
         assert np.array_equal(getattr(loaded, name), getattr(trace, name)), name
         assert getattr(loaded, name).dtype == getattr(trace, name).dtype
     assert np.array_equal(loaded.extras["persistence"], trace.extras["persistence"])
@@ -102,6 +102,19 @@ def test_shape_validation_and_double_commit_rejected(trace: Trace) -> None:
     committed[:, 0] = True
     with pytest.raises(ValueError, match="more than once"):
         Trace(**{**_fields(trace), "committed": committed})
+
+
+def test_trace_saved_before_policy_timing_loads_with_nan(trace: Trace, tmp_path: Path) -> None:
+    """Traces written before `policy_seconds` was recorded still load; the field reads "not measured"."""
+    assert np.isfinite(trace.policy_seconds).all() and (trace.policy_seconds > 0).all()
+    path = trace.save(tmp_path / "new.npz")
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files if k != "policy_seconds"}
+    old = tmp_path / "old.npz"
+    np.savez_compressed(old, **arrays)
+    loaded = load_trace(old)
+    assert loaded.policy_seconds.shape == (trace.num_steps,) and np.isnan(loaded.policy_seconds).all()
+    assert np.array_equal(loaded.tokens, trace.tokens)
 
 
 def test_builder_makes_valid_empty_and_partial_traces() -> None:
