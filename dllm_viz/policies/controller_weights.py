@@ -75,9 +75,39 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
 
+def _sigmoid_inplace(x: np.ndarray) -> np.ndarray:
+    """sigmoid(x) = (1 + tanh(x / 2)) / 2, in place: one ufunc pass instead of clip, exp and divide."""
+    np.multiply(x, 0.5, out=x)
+    np.tanh(x, out=x)
+    np.multiply(x, 0.5, out=x)
+    np.add(x, 0.5, out=x)
+    return x
+
+
+def _fused_layers(weights: ControllerWeights) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per LSTM layer: ([W_ih; W_hh] transposed, b_ih + b_hh), gate columns reordered to i, f, o, g.
+
+    One matrix product per layer instead of two, and the three sigmoid gates side by side so one
+    in-place pass activates them. Cached on the weights object (built once per process).
+    """
+    cached = weights.__dict__.get("_fused")
+    if cached is not None:
+        return cached
+    t = weights.tensors
+    layers = []
+    for layer in range(sum(1 for k in t if k.startswith("lstm.weight_ih_l"))):
+        w = np.concatenate([t[f"lstm.weight_ih_l{layer}"], t[f"lstm.weight_hh_l{layer}"]], axis=1)
+        b = t[f"lstm.bias_ih_l{layer}"] + t[f"lstm.bias_hh_l{layer}"]
+        i, f, g, o = np.split(np.arange(w.shape[0]), 4)
+        order = np.concatenate([i, f, o, g])
+        layers.append((np.ascontiguousarray(w[order].T, dtype=np.float32), b[order].astype(np.float32)))
+    object.__setattr__(weights, "_fused", layers)  # frozen dataclass: a derived cache, not a field
+    return layers
+
+
 def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One step of the stacked LSTM (PyTorch gate order i, f, g, o) and its linear head.
+    """One step of the stacked LSTM (PyTorch's gates i, f, g, o) and its linear head.
 
     Args:
         x: [positions, features]; h, c: [layers, positions, hidden].
@@ -86,18 +116,22 @@ def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.nd
         (logit [positions], new h, new c)
     """
     t = weights.tensors
-    layers = h.shape[0]
+    hidden = h.shape[2]
     new_h, new_c = np.empty_like(h), np.empty_like(c)
-    inp = x
+    inp = np.asarray(x, dtype=np.float32)
     with _one_blas_thread():
-        for layer in range(layers):
-            gates = (inp @ t[f"lstm.weight_ih_l{layer}"].T + t[f"lstm.bias_ih_l{layer}"]
-                     + h[layer] @ t[f"lstm.weight_hh_l{layer}"].T + t[f"lstm.bias_hh_l{layer}"])
-            i, f, g, o = np.split(gates, 4, axis=-1)
-            new_c[layer] = _sigmoid(f) * c[layer] + _sigmoid(i) * np.tanh(g)
-            new_h[layer] = _sigmoid(o) * np.tanh(new_c[layer])
+        for layer, (w, b) in enumerate(_fused_layers(weights)):
+            gates = np.concatenate([inp, h[layer]], axis=1) @ w
+            gates += b
+            _sigmoid_inplace(gates[:, : 3 * hidden])
+            i, f, o = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
+            g = np.tanh(gates[:, 3 * hidden :])
+            cell = new_c[layer]
+            np.multiply(f, c[layer], out=cell)
+            cell += i * g
+            np.multiply(o, np.tanh(cell), out=new_h[layer])
             inp = new_h[layer]
-        logit = inp @ t["head.weight"].T[:, 0] + t["head.bias"][0]
+        logit = inp @ t["head.weight"][0] + t["head.bias"][0]
     return logit, new_h, new_c
 
 
