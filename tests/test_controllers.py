@@ -15,8 +15,16 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import Learn2PdPolicy, Pipeline, TspdPolicy
 from dllm_viz.policies.base import Decision
+from dllm_viz.policies.blocks import FixedBlocks
 from dllm_viz.policies.controller_features import tspd_features
-from dllm_viz.policies.controller_weights import ControllerWeights, load_controller, lstm_step, mlp_forward
+from dllm_viz.policies.controller_weights import (
+    BUNDLED,
+    ControllerWeights,
+    load_controller,
+    lstm_step,
+    mlp_forward,
+    resolve_path,
+)
 from dllm_viz.policies.extras import FILTER_PROB, TSPD_GATE
 from dllm_viz.policies.tspd import TspdState
 from dllm_viz.train.controller import (
@@ -61,7 +69,8 @@ def test_tspd_training_reduces_loss_on_toy_trajectories() -> None:
     traces = [decode(adapter, [3 + i, 4], Pipeline.from_names("fixed_steps", block_length=8),
                      DecodeConfig(gen_length=32)) for i in range(8)]
     x, y, m = tspd_sequences(traces, 24, 0.7)
-    assert x.shape == (8 * 32, 32, 7) and y.shape == m.shape == (8 * 32, 32)
+    # One sequence per (trace, window, position), as long as the window's steps (8: one token a step).
+    assert x.shape == (8 * 32, 8, 7) and y.shape == m.shape == (8 * 32, 8)
     _, losses, metrics = train(x, y, m, ControllerConfig(kind="tspd", epochs=6, hidden=16, lr=3e-3, batch_size=16),
                                gate_threshold=0.5)
     assert losses[-1] < losses[0] * 0.8, losses
@@ -79,7 +88,7 @@ def test_learned_policies_record_their_gates(controller_options: dict[str, str])
 
 
 class _AllRowsTspd(TspdPolicy):
-    """TSPD as first written: the LSTM over every row, committed rows' state restored after."""
+    """The reference: the LSTM over every row, state kept only for the window's masked rows."""
 
     def step(self, view, state):  # type: ignore[no-untyped-def]
         weights = self._weights()
@@ -87,19 +96,50 @@ class _AllRowsTspd(TspdPolicy):
                                     int(weights.card["vocab_size"]), state.features, self.beta)
         logit, h, c = lstm_step(weights, x, state.h, state.c)
         gate = 1.0 / (1.0 + np.exp(-logit))
-        h = np.where(view.is_masked[None, :, None], h, state.h)
-        c = np.where(view.is_masked[None, :, None], c, state.c)
-        commit = view.open_positions & (gate > self.tau_fix)
-        gates = np.where(view.is_masked, gate, np.nan).astype(np.float32)
+        run = view.open_positions
+        h = np.where(run[None, :, None], h, state.h)
+        c = np.where(run[None, :, None], c, state.c)
+        commit = run & (gate > self.tau_fix)
+        gates = np.where(run, gate, np.nan).astype(np.float32)
         return Decision.of(commit, "tspd", {TSPD_GATE: gates}), TspdState(features=features, h=h, c=c)
 
 
-def test_tspd_on_masked_rows_only_equals_the_lstm_over_every_row() -> None:
-    runs = [decode(ToyAdapter(), [4, 5], Pipeline(policy()), DecodeConfig(gen_length=32))  # shipped weights
-            for policy in (TspdPolicy, _AllRowsTspd)]
-    assert runs[0].tokens.shape[0] > 2  # several passes
+def test_tspd_on_window_rows_only_equals_the_lstm_over_every_row() -> None:
+    runs = [decode(ToyAdapter(), [4, 5], Pipeline(policy(), FixedBlocks(8)), DecodeConfig(gen_length=32))
+            for policy in (TspdPolicy, _AllRowsTspd)]  # shipped weights
+    assert runs[0].tokens.shape[0] > 4  # several passes over several windows
     np.testing.assert_array_equal(runs[0].tokens, runs[1].tokens)
     np.testing.assert_allclose(runs[0].extras[TSPD_GATE], runs[1].extras[TSPD_GATE], rtol=1e-5, atol=1e-6)
+    gate = runs[0].extras[TSPD_GATE]
+    outside = np.ones_like(gate, dtype=bool)
+    for step, (start, end) in enumerate(runs[0].window):
+        outside[step, start:end] = False
+    assert np.isnan(gate[outside]).all()
+
+
+def test_training_sequences_reproduce_the_gates_tspd_computed_while_decoding() -> None:
+    """Training and decoding see the same inputs: running the LSTM over `tspd_sequences` of a TSPD
+    decode gives back, cell by cell, the gate the policy recorded (train/serve consistency)."""
+    trace = decode(ToyAdapter(), [4, 5], Pipeline.from_names("tspd", block_length=8), DecodeConfig(gen_length=32))
+    weights = load_controller(str(resolve_path(BUNDLED, "tspd")), "tspd")
+    x, _, mask = tspd_sequences([trace], int(weights.card["vocab_size"]), 0.7)
+    layers, hidden = int(weights.card["layers"]), int(weights.card["hidden"])
+    h = np.zeros((layers, x.shape[0], hidden), np.float32)
+    c = np.zeros_like(h)
+    replayed = []
+    for t in range(x.shape[1]):
+        logit, h, c = lstm_step(weights, x[:, t], h, c)
+        replayed.append(1.0 / (1.0 + np.exp(-logit)))
+    replayed = np.stack(replayed, axis=1)  # [rows, steps], rows ordered window by window
+    recorded = []
+    for block in np.unique(trace.block_index):
+        steps = np.flatnonzero(trace.block_index == block)
+        start, end = trace.window[steps[0]]
+        cells = trace.extras[TSPD_GATE][steps, start:end].T
+        recorded.append(np.pad(cells, [(0, 0), (0, x.shape[1] - len(steps))], constant_values=np.nan))
+    recorded = np.concatenate(recorded)
+    assert mask.sum() > 10 and np.isfinite(recorded[mask]).all()
+    np.testing.assert_allclose(replayed[mask], recorded[mask], rtol=1e-4, atol=1e-5)
 
 
 def test_missing_controller_weights_name_the_fix(tmp_path: Path) -> None:
@@ -126,7 +166,6 @@ def test_train_controller_cli_writes_weights_and_card(tiny_dir: Path, tmp_path: 
 
 
 def test_shipped_controllers_for_the_tiny_model_load_with_their_cards() -> None:
-    from dllm_viz.policies.controller_weights import BUNDLED, resolve_path
 
     for kind in ("tspd", "learn2pd"):
         weights = load_controller(str(resolve_path(BUNDLED, kind)), kind)

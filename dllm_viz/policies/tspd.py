@@ -3,10 +3,12 @@
 From "Efficient Diffusion LLMs via Temporal-Spatial Parallel Decoding and Confidence
 Extrapolation" (arXiv 2605.30753); only the abstract is public, so the features, the 2-layer
 64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of ALGORITHMS.md, all configurable.
-Each position keeps its own LSTM state across steps (weights shared across positions); at
-each step the controller reads that position's features and outputs the probability that
-its current candidate is final; open positions above tau_fix are committed. If none is, the
-engine commits the most confident one (Fast-dLLM's fallback), so progress is guaranteed.
+Each position of the current window keeps its own LSTM state across the window's steps
+(weights shared across positions); at each step the controller reads that position's features
+and outputs the probability that its current candidate is final; open positions above tau_fix
+are committed; if none is, the engine commits the most confident one (Fast-dLLM's fallback), so
+progress is guaranteed. Positions outside the window are not run (NaN gate): at gen length 256
+that is 32 LSTM rows a pass instead of up to 256.
 """
 
 from __future__ import annotations
@@ -65,9 +67,11 @@ class TspdPolicy:
         weights = self._weights()
         x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
                                     int(weights.card["vocab_size"]), state.features, self.beta)
-        # The controller only runs while a position is masked; committed positions keep their
-        # state, so only the masked rows are computed (the LSTM is row-wise: same result).
-        rows = np.flatnonzero(view.is_masked)
+        # The controller runs on the masked positions of the current window (ALGORITHMS.md §6.2:
+        # "per masked position within the current block"); a position's LSTM state starts at zero
+        # when its window opens and stops once it is committed. Training builds the same sequences
+        # (train.controller.tspd_sequences). The LSTM is row-wise, so only those rows are computed.
+        rows = np.flatnonzero(view.open_positions)
         logit, h_rows, c_rows = lstm_step(weights, x[rows], state.h[:, rows], state.c[:, rows])
         h, c = state.h.copy(), state.c.copy()
         h[:, rows], c[:, rows] = h_rows, c_rows

@@ -113,9 +113,13 @@ def _labels(trace: Trace, target: np.ndarray | None = None) -> tuple[np.ndarray,
 
 def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
                    targets: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (trace, position) sequences over steps: features [N, S, F], labels [N, S], mask [N, S].
+    """Per (trace, window, position) sequences over that window's steps: features [N, S, F],
+    labels [N, S], mask [N, S].
 
-    `targets` (one per trace) are the oracle endpoints; by default each trace's own final tokens.
+    A position's sequence starts when its window opens (the controller runs "per masked position
+    within the current block", ALGORITHMS.md §6.2, with a fresh LSTM state), exactly as TspdPolicy
+    runs it at decode time. `targets` (one per trace) are the oracle endpoints; by default each
+    trace's own final tokens.
     """
     xs, ys, ms = [], [], []
     for index, trace in enumerate(traces):
@@ -128,10 +132,14 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
                                          trace.candidate[step], (int(start), int(end)), in_window, vocab_size,
                                          state, beta)
             steps.append(feats)
+        features = np.stack(steps, axis=1)  # [L, S, F]
         labels, mask = _labels(trace, None if targets is None else targets[index])
-        xs.append(np.stack(steps, axis=1))  # [L, S, F]
-        ys.append(labels.T)
-        ms.append(mask.T)
+        for block in np.unique(trace.block_index):
+            block_steps = np.flatnonzero(trace.block_index == block)
+            start, end = (int(v) for v in trace.window[block_steps[0]])
+            xs.append(features[start:end, block_steps])
+            ys.append(labels[block_steps, start:end].T)
+            ms.append(mask[block_steps, start:end].T)
     return _concat_sequences(xs, ys, ms)
 
 
