@@ -96,7 +96,8 @@ def show_one(results: list) -> None:
     st.caption(f"Dense output (reference for the highlighted differences): {dense.meta['answer_text']!r}, "
                f"NFE {dense.nfe}")
     series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
-                                          "cumulative_cost"], key="cmp_series")
+                                          "cumulative_cost", "cumulative_seconds", "policy_ms"], key="cmp_series",
+                          help="cumulative_seconds: wall time so far; policy_ms: time inside the policy each step")
     axis: Literal["step", "progress"] = st.radio("Step axis", ["step", "progress"], horizontal=True, key="cmp_axis",
                     help="step: raw forward passes; progress: every run resampled onto 0..1")
     a, b = st.columns([3, 2])

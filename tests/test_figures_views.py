@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from trace_factory import EOS, hand_trace, make_trace
@@ -181,11 +183,23 @@ def test_step_series_known_answer(known) -> None:
 
 
 def test_summary_strip_shares_the_step_axis(known) -> None:
-    fig = step_summary_strip(known)
-    assert fig.layout.hovermode == "x unified"
-    assert fig.data[0].type == "bar" and len(fig.data) == 6
-    assert fig.layout.xaxis4.title.text == "step" and fig.layout.xaxis.matches == "x4"
+    fig = step_summary_strip(known)  # saved without policy time: forward and "policy + engine" bars
+    assert fig.layout.hovermode == "x unified" and fig.layout.barmode == "stack"
+    assert fig.data[0].type == "bar" and len(fig.data) == 8
+    assert [d.name for d in fig.data[-2:]] == ["forward pass ms", "policy + engine ms"]
+    assert fig.layout.xaxis5.title.text == "step" and fig.layout.xaxis.matches == "x5"
     assert all(d.hovertemplate for d in fig.data)
+
+
+def test_step_time_splits_into_forward_policy_and_engine(known) -> None:
+    timed = replace(known, policy_seconds=np.full(known.num_steps, 0.0005))
+    series = step_series(timed)
+    np.testing.assert_allclose(series["forward_ms"] + series["policy_ms"] + series["engine_ms"],
+                               1e3 * known.step_seconds)
+    np.testing.assert_allclose(series["cumulative_seconds"], np.cumsum(known.step_seconds))
+    assert np.isnan(step_series(known)["policy_ms"]).all()
+    names = [d.name for d in step_summary_strip(timed).data[-3:]]
+    assert names == ["forward pass ms", "policy ms", "engine ms"]
 
 
 def test_mask_id_falls_back_to_the_initial_canvas(known) -> None:

@@ -16,7 +16,7 @@ from dllm_viz.trace import Trace
 
 SERIES_NAMES: tuple[str, ...] = (
     "committed", "masked_remaining", "committed_fraction", "mean_confidence", "min_confidence",
-    "cumulative_nfe", "cumulative_cost",
+    "cumulative_nfe", "cumulative_cost", "cumulative_seconds", "forward_ms", "policy_ms", "engine_ms",
 )
 
 
@@ -38,6 +38,10 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
         cumulative_nfe: forward passes so far (step + 1).
         cumulative_cost: query positions processed so far over one full pass (prompt +
             gen_length), so cached partial passes count for less than 1.
+        cumulative_seconds: wall time of the decode loop so far.
+        forward_ms / policy_ms / engine_ms: the step's wall time split into the forward pass,
+            the policy's calls and the loop's own bookkeeping. For traces saved before policy
+            time was recorded, policy_ms is NaN and engine_ms holds policy + engine.
     """
     committed = trace.tokens_per_step.astype(np.float64)
     remaining = trace.gen_length - np.cumsum(committed)
@@ -51,6 +55,10 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
         "min_confidence": nanstat(trace.confidence, open_, "min"),
         "cumulative_nfe": np.arange(1, trace.num_steps + 1, dtype=np.float64),
         "cumulative_cost": np.cumsum(trace.query_len.astype(np.float64)) / full_pass,
+        "cumulative_seconds": np.cumsum(trace.step_seconds),
+        "forward_ms": 1e3 * trace.forward_seconds,
+        "policy_ms": 1e3 * trace.policy_seconds,
+        "engine_ms": 1e3 * (trace.step_seconds - trace.forward_seconds - np.nan_to_num(trace.policy_seconds)),
     }
 
 
@@ -59,8 +67,8 @@ def _line(steps: np.ndarray, y: np.ndarray, name: str, color: str, fmt: str, **e
                       marker={"size": 4}, hovertemplate=f"{name} %{{y:{fmt}}}<extra></extra>", **extra)
 
 
-def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 520) -> go.Figure:
-    """Tokens committed per step, masked remaining, window confidence and cumulative NFE.
+def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 620) -> go.Figure:
+    """Tokens committed per step, masked remaining, window confidence, cumulative NFE and step time.
 
     Args:
         trace: the decode to draw.
@@ -68,14 +76,15 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
         height: figure height in pixels.
 
     Returns:
-        Four stacked panels sharing the step axis (hovermode 'x unified'): a bar of commits per
+        Five stacked panels sharing the step axis (hovermode 'x unified'): a bar of commits per
         step; masked remaining; mean and minimum confidence in the window; cumulative NFE and
-        cumulative cost in full-pass equivalents.
+        cumulative cost in full-pass equivalents; each step's wall time stacked as forward pass,
+        policy and engine bookkeeping (milliseconds).
     """
     series = step_series(trace)
     steps = np.arange(trace.num_steps)
-    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05,
-                        row_heights=[0.3, 0.2, 0.3, 0.2])
+    fig = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        row_heights=[0.24, 0.16, 0.24, 0.16, 0.2])
     fig.add_trace(go.Bar(x=steps, y=series["committed"], name="committed this step",
                          marker={"color": OKABE_ITO[0]}, hovertemplate="committed %{y}<extra></extra>"),
                   row=1, col=1)
@@ -89,10 +98,19 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     fig.add_trace(_line(steps, series["cumulative_cost"], "cumulative cost (full passes)", OKABE_ITO[1],
                         ".2f",
                         visible="legendonly"), row=4, col=1)
-    for row, name in enumerate(("commits", "masked", "confidence", "NFE"), start=1):
+    policy_known = bool(np.isfinite(series["policy_ms"]).all())
+    for key, name, color in (("forward_ms", "forward pass ms", OKABE_ITO[5]),
+                             ("policy_ms", "policy ms", OKABE_ITO[6]),
+                             ("engine_ms", "engine ms" if policy_known else "policy + engine ms", OKABE_ITO[7])):
+        if key == "policy_ms" and not policy_known:
+            continue  # an older trace: policy time was not recorded apart from the engine's
+        fig.add_trace(go.Bar(x=steps, y=series[key], name=name, marker={"color": color},
+                             hovertemplate=f"{name} %{{y:.2f}}<extra></extra>"), row=5, col=1)
+    for row, name in enumerate(("commits", "masked", "confidence", "NFE", "time (ms)"), start=1):
         fig.update_yaxes(axis(name), row=row, col=1)
     fig.update_yaxes(range=[0, 1.02], row=3, col=1)
-    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]), row=4, col=1)
+    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]), row=5, col=1)
     tps = trace.summary()["tokens_per_step"]
     default = f"Per-step summary: {trace_label(trace)}, NFE {trace.nfe}, {tps:.2f} tokens/step"
-    return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1)
+    return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1,
+                         barmode="stack")
