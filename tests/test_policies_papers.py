@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from test_policies_baseline import make_view, reasons
@@ -131,6 +133,23 @@ def test_kalman_tracks_a_linear_ramp_and_bounds_bracket_the_mean() -> None:
     assert abs(state.velocity[0] - 0.02) < 0.005
     mean, sd = ce.forecast(state, np.array([3]))
     assert abs(mean[0] - (state.level[0] + 3 * state.velocity[0])) < 1e-12 and sd[0] > 0
+
+
+def test_kalman_forecast_variance_equals_predicting_h_times() -> None:
+    """The closed-form P_h[0, 0] is the covariance after h predict steps with process noise (§6.2)."""
+    ce = KalmanExtrapolation(q_level=3e-4, q_velocity=7e-4, h_max=5)
+    rng = np.random.default_rng(0)
+    a, b = rng.random(40), rng.random(40)
+    state = replace(ce.init_state(40), level=rng.random(40), velocity=rng.normal(0, 0.1, 40),
+                    p00=a * a + 1e-3, p01=a * b * 0.5, p11=b * b + 1e-3)
+    horizon = rng.integers(0, 6, 40)
+    mean, sd = ce.forecast(state, horizon)
+    for i, h in enumerate(horizon):
+        p00, p01, p11 = state.p00[i], state.p01[i], state.p11[i]
+        for _ in range(h):
+            p00, p01, p11 = p00 + 2 * p01 + p11 + ce.q_level, p01 + p11, p11 + ce.q_velocity
+        assert sd[i] ** 2 == pytest.approx(p00, rel=1e-12)
+        assert mean[i] == pytest.approx(state.level[i] + h * state.velocity[i], rel=1e-12)
 
 
 def ce_run(ce: KalmanExtrapolation, series: list[float]) -> list[float]:

@@ -91,36 +91,45 @@ class KalmanExtrapolation:
                            veto_until=np.full(gen_length, -1, np.int64))
 
     def filter(self, state: KalmanState, observed: np.ndarray, y: np.ndarray) -> tuple[KalmanState, np.ndarray]:
-        """One predict + update for the observed positions; returns the new state and innovation z-scores."""
-        lv, vel = state.level + state.velocity, state.velocity
-        p00 = state.p00 + 2 * state.p01 + state.p11 + self.q_level
-        p01 = state.p01 + state.p11
-        p11 = state.p11 + self.q_velocity
-        s = p00 + self.r
-        innovation = y - lv
-        k0, k1 = p00 / s, p01 / s
-        new = {
-            "level": lv + k0 * innovation, "velocity": vel + k1 * innovation,
-            "p00": (1 - k0) * p00, "p01": (1 - k0) * p01, "p11": p11 - k1 * p01,
-        }
+        """One predict + update for the observed positions; returns the new state and innovation z-scores.
+
+        Positions seen for the first time start at (y, 0) with variance p0; unobserved ones keep
+        their state. Updates are done on the observed rows only (few numpy calls: this runs at
+        every forward pass).
+        """
+        level, velocity = state.level.copy(), state.velocity.copy()
+        p00, p01, p11 = state.p00.copy(), state.p01.copy(), state.p11.copy()
+        zscore = np.zeros(level.shape[0])
+        rows = np.flatnonzero(observed & state.seen)
+        if rows.size:
+            v, c01, c11 = velocity[rows], p01[rows], p11[rows]
+            pred00 = p00[rows] + 2 * c01 + c11 + self.q_level
+            pred01 = c01 + c11
+            s = pred00 + self.r
+            innovation = y[rows] - (level[rows] + v)
+            k0, k1 = pred00 / s, pred01 / s
+            level[rows] += v + k0 * innovation
+            velocity[rows] = v + k1 * innovation
+            p00[rows], p01[rows] = (1 - k0) * pred00, (1 - k0) * pred01
+            p11[rows] = c11 + self.q_velocity - k1 * pred01
+            zscore[rows] = np.abs(innovation) / np.sqrt(s)
         first = observed & ~state.seen
-        init = {"level": y, "velocity": 0.0, "p00": self.p0, "p01": 0.0, "p11": self.p0}
-        old = {"level": state.level, "velocity": state.velocity, "p00": state.p00, "p01": state.p01,
-               "p11": state.p11}
-        arrays = {k: np.where(first, init[k], np.where(observed, new[k], old[k])) for k in new}
-        zscore = np.where(observed & ~first, np.abs(innovation) / np.sqrt(s), 0.0)
-        updated = KalmanState(**arrays, seen=state.seen | observed, previous=state.previous,
-                              veto_until=state.veto_until)
+        level[first], velocity[first] = y[first], 0.0
+        p00[first], p01[first], p11[first] = self.p0, 0.0, self.p0
+        updated = KalmanState(level=level, velocity=velocity, p00=p00, p01=p01, p11=p11,
+                              seen=state.seen | observed, previous=state.previous, veto_until=state.veto_until)
         return updated, zscore
 
     def forecast(self, state: KalmanState, horizon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard deviation of the level `horizon` steps ahead (per position)."""
-        p00, p01, p11 = state.p00.copy(), state.p01.copy(), state.p11.copy()
-        var = p00.copy()
-        for h in range(1, self.h_max + 1):
-            p00, p01, p11 = (p00 + 2 * p01 + p11 + self.q_level, p01 + p11, p11 + self.q_velocity)
-            var = np.where(horizon == h, p00, var)
-        return state.level + horizon * state.velocity, np.sqrt(var)
+        """Mean and standard deviation of the level `horizon` steps ahead (per position).
+
+        The variance is P_h[0, 0] after h predictions with process noise, in closed form:
+        p00 + 2h p01 + h^2 p11 + h q_level + q_velocity (h - 1) h (2h - 1) / 6.
+        """
+        h = horizon.astype(np.float64)
+        var = (state.p00 + h * (2 * state.p01 + h * state.p11) + h * self.q_level
+               + self.q_velocity * (h - 1) * h * (2 * h - 1) / 6)
+        return state.level + h * state.velocity, np.sqrt(var)
 
     def horizon(self, view: StepView) -> np.ndarray:
         """h* per position from left-context coverage inside the window."""
