@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from functools import cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -83,17 +84,21 @@ class StepView:
         """Number of generated positions."""
         return int(self.tokens.shape[0])
 
-    @property
+    @cached_property
     def in_window(self) -> np.ndarray:
-        """Boolean mask of the current window."""
+        """Boolean mask of the current window (read-only; computed once per view)."""
         mask = np.zeros(self.gen_length, dtype=bool)
         mask[self.window[0] : self.window[1]] = True
+        mask.flags.writeable = False
         return mask
 
-    @property
+    @cached_property
     def open_positions(self) -> np.ndarray:
-        """Positions a rule may commit now: masked and inside the window."""
-        return self.is_masked & self.in_window
+        """Positions a rule may commit now: masked and inside the window (read-only; computed once
+        per view, as the engine, the rule and an extrapolator all ask for it every pass)."""
+        mask = self.is_masked & self.in_window
+        mask.flags.writeable = False
+        return mask
 
 
 @dataclass(frozen=True)

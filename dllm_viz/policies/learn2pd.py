@@ -61,7 +61,7 @@ class Learn2PdPolicy:
         width = min(end - start, FILTER_WIDTH)
         prob[start : start + width] = probs[:width]
         open_ = view.open_positions
-        accepted = open_ & (np.nan_to_num(prob) > self.tau_acc)
+        accepted = open_ & (prob > self.tau_acc)  # NaN (outside the window) compares False
         n = quota(view, self.steps)
         extra = top_k_mask(view.confidence, open_ & ~accepted, int(open_.sum()) if n is None else n)
         reason = np.full(view.gen_length, NO_REASON, dtype=np.int8)
