@@ -14,7 +14,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench", help="compare policies against the dense baseline on a prompt set",
         description="Run every configuration over the same prompts in one process and print accuracy, NFE, "
-                    "speedups vs dense, tokens/s, agreement with dense and policy overhead.")
+                    "speedups vs dense, tokens/s, agreement with dense, policy overhead (time inside the policy's "
+                    "calls per forward time) and engine overhead (the loop's own bookkeeping).")
     parser.add_argument("--tasks", default="arith",
                         help="comma-separated tasks: arith,code,gsm8k,humaneval (default: arith)")
     parser.add_argument("--data", type=Path, action="append", default=None,
