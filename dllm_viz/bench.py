@@ -107,7 +107,10 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     seconds), tokens_per_second (total non-EOS tokens / total seconds), agreement (share of
     prompts whose output equals dense's), overhead (time inside the policy's calls per forward
     time), engine_overhead (the decoding loop's own bookkeeping, step - forward - policy, per
-    forward time: the same for every policy, so it is not the policy's cost), n.
+    forward time: the same for every policy, so it is not the policy's cost),
+    same_as_uncached (for a cached configuration such as `threshold+dual`: share of prompts
+    whose output equals the same configuration's without the cache, when that ran too; NaN
+    otherwise), n.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -125,5 +128,27 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "overhead": totals["policy_seconds"] / totals["forward_seconds"],
         "engine_overhead": (totals["seconds"] - totals["forward_seconds"] - totals["policy_seconds"])
         / totals["forward_seconds"],
+        "same_as_uncached": pd.Series({label: _same_as_uncached(rows, str(label)) for label in totals.index}),
         "n": grouped.size(),
     })
+
+
+def uncached_label(label: str) -> str | None:
+    """The configuration `label` names without its cache component ('dense' for 'dense+dual'),
+    or None when it has none."""
+    parts = label.split("+")
+    kept = [part for part in parts if part not in CACHE_MODES]
+    return "+".join(kept) if len(kept) < len(parts) else None
+
+
+def _same_as_uncached(rows: pd.DataFrame, label: str) -> float:
+    """Share of prompts whose cached output equals the uncached configuration's (NaN if not run)."""
+    base = uncached_label(label)
+    if base is None or base not in set(rows["config"]):
+        return float("nan")
+    cached = rows[rows["config"] == label].set_index("problem_id")["completion"]
+    uncached = rows[rows["config"] == base].set_index("problem_id")["completion"]
+    common = cached.index.intersection(uncached.index)
+    if common.empty:
+        return float("nan")
+    return float((cached[common].fillna("") == uncached[common].fillna("")).mean())

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, summarize_bench
+from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, summarize_bench, uncached_label
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import AdaBlock, CoraPolicy, FixedStepsPolicy, KalmanExtrapolation, ThresholdPolicy
@@ -47,11 +48,22 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert summary.loc["dense", "nfe_speedup"] == 1.0 and summary.loc["dense", "wall_speedup"] == 1.0
     assert summary.loc["threshold", "mean_nfe"] <= 16
     assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
-                                    "agreement", "overhead", "engine_overhead", "n"}
+                                    "agreement", "overhead", "engine_overhead", "same_as_uncached", "n"}
+    dense_rows = rows[rows["config"] == "dense"].set_index("problem_id")["completion"]
+    dual_rows = rows[rows["config"] == "dense+dual"].set_index("problem_id")["completion"]
+    assert summary.loc["dense+dual", "same_as_uncached"] == pytest.approx((dense_rows == dual_rows).mean())
+    assert np.isnan(summary.loc["dense", "same_as_uncached"]) and np.isnan(summary.loc["threshold", "same_as_uncached"])
     # The policy's time is measured apart from the engine's: both are parts of the step.
     assert (rows["policy_seconds"] > 0).all()
     assert (rows["policy_seconds"] + rows["forward_seconds"] <= rows["seconds"]).all()
     assert (summary["engine_overhead"] > 0).all()
+
+
+def test_uncached_label_drops_only_the_cache_component() -> None:
+    assert uncached_label("threshold+dual") == "threshold"
+    assert uncached_label("adablock+threshold+kalman+prefix") == "adablock+threshold+kalman"
+    assert uncached_label("dense+dual") == "dense"
+    assert uncached_label("cora+kalman") is None and uncached_label("threshold+none") == "threshold"
 
 
 def test_summary_splits_policy_and_engine_time() -> None:
