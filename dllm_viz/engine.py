@@ -229,15 +229,17 @@ def iter_decode(
         base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
                 "is_eos_candidate": is_any_of(stats["candidate"], stop_ids), "canvas_end": canvas_end,
                 "is_delimiter_candidate": is_any_of(stats["candidate"], delimiter_ids), **stats}
-        policy_started = time.perf_counter()
+        sizing_started = time.perf_counter()
         extras = _advance_window(pipeline, cursor, base, is_masked)
+        policy_seconds = time.perf_counter() - sizing_started
         view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
                         window_masked_at_start=cursor.masked_at_start, **base)
+        policy_started = time.perf_counter()
         extras.update(getattr(pipeline.block, "observe", lambda v: {})(view))
         decision, rule_state = pipeline.rule.step(view, rule_state)
         if pipeline.extrapolate is not None:
             decision, extra_state = pipeline.extrapolate.step(view, decision, extra_state)
-        policy_seconds = time.perf_counter() - policy_started
+        policy_seconds += time.perf_counter() - policy_started
         commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
         reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
         if not commit.any():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,6 @@ from dllm_viz.policies.controller_weights import (
     resolve_path,
 )
 from dllm_viz.policies.extras import FILTER_PROB, TSPD_GATE
-from dllm_viz.policies.tspd import TspdState
 from dllm_viz.train.controller import (
     ControllerConfig,
     FilterNet,
@@ -88,10 +88,16 @@ def test_learned_policies_record_their_gates(controller_options: dict[str, str])
 
 
 class _AllRowsTspd(TspdPolicy):
-    """The reference: the LSTM over every row, state kept only for the window's masked rows."""
+    """The reference: a full-canvas (h, c) from step 0 and the LSTM over every row, its new state
+    kept only for the window's masked rows (so a position's state is zero until its window opens)."""
+
+    def init_state(self, gen_length):  # type: ignore[no-untyped-def]
+        state = super().init_state(gen_length)
+        zeros = np.zeros((state.h.shape[0], gen_length, state.h.shape[2]), np.float32)
+        return replace(state, h=zeros, c=zeros.copy())
 
     def step(self, view, state):  # type: ignore[no-untyped-def]
-        weights = self._weights()
+        weights = state.weights
         x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
                                     int(weights.card["vocab_size"]), state.features, self.beta)
         logit, h, c = lstm_step(weights, x, state.h, state.c)
@@ -101,7 +107,7 @@ class _AllRowsTspd(TspdPolicy):
         c = np.where(run[None, :, None], c, state.c)
         commit = run & (gate > self.tau_fix)
         gates = np.where(run, gate, np.nan).astype(np.float32)
-        return Decision.of(commit, "tspd", {TSPD_GATE: gates}), TspdState(features=features, h=h, c=c)
+        return Decision.of(commit, "tspd", {TSPD_GATE: gates}), replace(state, features=features, h=h, c=c)
 
 
 def test_tspd_on_window_rows_only_equals_the_lstm_over_every_row() -> None:
@@ -140,6 +146,24 @@ def test_training_sequences_reproduce_the_gates_tspd_computed_while_decoding() -
     recorded = np.concatenate(recorded)
     assert mask.sum() > 10 and np.isfinite(recorded[mask]).all()
     np.testing.assert_allclose(replayed[mask], recorded[mask], rtol=1e-4, atol=1e-5)
+
+
+def test_weights_retrained_into_the_same_file_are_read_again(tmp_path: Path) -> None:
+    """The Train page may overwrite a named controller; decoding must then use the new weights."""
+    import os
+
+    from safetensors.numpy import save_file
+
+    bundled = load_controller(str(resolve_path(BUNDLED, "learn2pd")), "learn2pd")
+    path = tmp_path / "mine.safetensors"
+    path.with_suffix(".json").write_text(json.dumps(bundled.card))
+    save_file(bundled.tensors, str(path))
+    first = load_controller(str(path), "learn2pd")
+    assert load_controller(str(path), "learn2pd") is first  # cached while the file is unchanged
+    save_file({**bundled.tensors, "fc2.bias": bundled.tensors["fc2.bias"] + 1.0}, str(path))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    second = load_controller(str(path), "learn2pd")
+    np.testing.assert_allclose(second.tensors["fc2.bias"], bundled.tensors["fc2.bias"] + 1.0)
 
 
 def test_missing_controller_weights_name_the_fix(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ class KalmanExtrapolation:
 
     def step(self, view: StepView, decision: Decision, state: KalmanState) -> tuple[Decision, KalmanState]:
         observed = view.is_masked & np.isfinite(view.confidence)
-        state, zscore = self.filter(state, observed, np.nan_to_num(view.confidence))
+        state, zscore = self.filter(state, observed, view.confidence)  # reads only observed (finite) rows
         horizon = self.horizon(view)
         mean, sd = self.forecast(state, horizon)
         lower, upper = mean - self.z * sd, mean + self.z * sd

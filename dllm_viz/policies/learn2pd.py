@@ -13,13 +13,20 @@ masks; here the quota is clipped to the open positions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.controller_features import FILTER_WIDTH, filter_input
-from dllm_viz.policies.controller_weights import BUNDLED, load_controller, mlp_forward, resolve_path, sigmoid
+from dllm_viz.policies.controller_weights import (
+    BUNDLED,
+    ControllerWeights,
+    load_controller,
+    mlp_forward,
+    resolve_path,
+    sigmoid,
+)
 from dllm_viz.policies.extras import FILTER_PROB
 from dllm_viz.policies.schedule import quota, validate_steps
 
@@ -49,12 +56,12 @@ class Learn2PdPolicy:
         """LLaDA's schedule requires the steps to split evenly over equal blocks."""
         validate_steps(self.steps, gen_length, block_length)
 
-    def init_state(self, gen_length: int) -> None:
-        load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")  # fail early if missing
-        return None
+    def init_state(self, gen_length: int) -> ControllerWeights:
+        """The filter's weights, read once per decode (an error names a missing file before any pass)."""
+        return load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")
 
-    def step(self, view: StepView, state: Any) -> tuple[Decision, Any]:
-        weights = load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")
+    def step(self, view: StepView, state: ControllerWeights) -> tuple[Decision, ControllerWeights]:
+        weights = state
         start, end = view.window
         probs = sigmoid(mlp_forward(weights, filter_input(view.confidence, view.window)))
         prob = np.full(view.gen_length, np.nan)

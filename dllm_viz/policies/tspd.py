@@ -20,15 +20,25 @@ import numpy as np
 
 from dllm_viz.policies.base import Decision, StepView
 from dllm_viz.policies.controller_features import FeatureState, initial_feature_state, tspd_features
-from dllm_viz.policies.controller_weights import BUNDLED, load_controller, lstm_step, resolve_path, sigmoid
+from dllm_viz.policies.controller_weights import (
+    BUNDLED,
+    ControllerWeights,
+    load_controller,
+    lstm_step,
+    resolve_path,
+    sigmoid,
+)
 from dllm_viz.policies.extras import TSPD_GATE
 
 
 @dataclass(frozen=True)
 class TspdState:
-    """Feature state plus the LSTM's (h, c) per position."""
+    """The controller's weights (read once per decode), the feature state, and the LSTM's (h, c)
+    for the positions of the current window ([layers, window length, hidden]; zero when it opens)."""
 
+    weights: ControllerWeights
     features: FeatureState
+    window: tuple[int, int]
     h: np.ndarray
     c: np.ndarray
 
@@ -54,29 +64,32 @@ class TspdPolicy:
         if not 0.0 <= self.beta < 1.0:
             raise ValueError(f"`beta` must be in [0, 1), got {self.beta!r}")
 
-    def _weights(self):  # type: ignore[no-untyped-def]
-        return load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
-
     def init_state(self, gen_length: int) -> TspdState:
-        weights = self._weights()
-        layers, hidden = int(weights.card["layers"]), int(weights.card["hidden"])
-        zeros = np.zeros((layers, gen_length, hidden), dtype=np.float32)
-        return TspdState(features=initial_feature_state(gen_length), h=zeros, c=zeros.copy())
+        weights = load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
+        empty = np.zeros((int(weights.card["layers"]), 0, int(weights.card["hidden"])), dtype=np.float32)
+        return TspdState(weights=weights, features=initial_feature_state(gen_length), window=(0, 0), h=empty,
+                         c=empty)
 
     def step(self, view: StepView, state: TspdState) -> tuple[Decision, TspdState]:
-        weights = self._weights()
+        weights = state.weights
         x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
                                     int(weights.card["vocab_size"]), state.features, self.beta)
         # The controller runs on the masked positions of the current window (ALGORITHMS.md §6.2:
         # "per masked position within the current block"); a position's LSTM state starts at zero
         # when its window opens and stops once it is committed. Training builds the same sequences
         # (train.controller.tspd_sequences). The LSTM is row-wise, so only those rows are computed.
-        rows = np.flatnonzero(view.open_positions)
-        logit, h_rows, c_rows = lstm_step(weights, x[rows], state.h[:, rows], state.c[:, rows])
-        h, c = state.h.copy(), state.c.copy()
+        start, end = view.window
+        h, c = state.h, state.c
+        if view.window != state.window:
+            h = np.zeros((h.shape[0], end - start, h.shape[2]), dtype=np.float32)
+            c = np.zeros_like(h)
+        rows = np.flatnonzero(view.open_positions[start:end])
+        logit, h_rows, c_rows = lstm_step(weights, x[start + rows], h[:, rows], c[:, rows])
+        h, c = h.copy(), c.copy()
         h[:, rows], c[:, rows] = h_rows, c_rows
-        gate = np.full(view.is_masked.shape[0], np.nan, dtype=np.float32)
-        gate[rows] = sigmoid(logit)
+        gate = np.full(view.gen_length, np.nan, dtype=np.float32)
+        gate[start + rows] = sigmoid(logit)
         commit = view.open_positions & (gate > self.tau_fix)
         extras = {TSPD_GATE: gate}
-        return Decision.of(commit, "tspd", extras), TspdState(features=features, h=h, c=c)
+        return Decision.of(commit, "tspd", extras), TspdState(weights=weights, features=features,
+                                                              window=view.window, h=h, c=c)
