@@ -172,7 +172,8 @@ class Trace:
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
         over the wall time of the decode loop. policy_overhead is the time inside the
-        policy's calls over the forward passes' time (NaN when not recorded).
+        policy's calls over the forward passes' time, policy_ms_per_pass that time per pass
+        (both NaN when not recorded).
         """
         stop_ids = self.meta.get("model", {}).get("stop_token_ids", [])
         committed = self.commit_step >= 0
@@ -184,6 +185,7 @@ class Trace:
             "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
             "policy_overhead": self._policy_overhead(),
+            "policy_ms_per_pass": float(self.policy_seconds.sum()) * 1e3 / self.nfe if self.nfe else float("nan"),
         }
 
     def _policy_overhead(self) -> float:

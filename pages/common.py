@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -180,9 +181,10 @@ def diff_html(reference: str, text: str) -> str:
 
 
 def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
-    """NFE, time, tokens/s and tokens per step (with speedups when a baseline is given)."""
+    """NFE, time, tokens/s, tokens per step (with speedups when a baseline is given) and the
+    policy's share of the time (its calls over the forward passes; "n/a" for older traces)."""
     summary = trace.summary()
-    cols = st.columns(4)
+    cols = st.columns(5)
     nfe_delta = None if baseline is None else f"{baseline.nfe / max(trace.nfe, 1):.2f}x fewer NFE than dense"
     time_delta = None
     if baseline is not None and summary["seconds"] > 0:
@@ -191,6 +193,12 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
     cols[1].metric("Time", f"{summary['seconds']:.2f} s", delta=time_delta, delta_color="off", border=True)
     cols[2].metric("Tokens/s", f"{summary['tokens_per_second']:.1f}", border=True)
     cols[3].metric("Tokens per step", f"{summary['tokens_per_step']:.2f}", border=True)
+    overhead, per_pass = summary["policy_overhead"], summary["policy_ms_per_pass"]
+    known = math.isfinite(overhead)
+    cols[4].metric("Policy overhead", f"{100 * overhead:.2f}%" if known else "n/a", border=True,
+                   delta=f"{per_pass:.2f} ms a pass" if known else None, delta_color="off",
+                   help="Time inside the policy's calls (block sizer, commit rule, extrapolator, stop) over the "
+                        "forward passes' time. Traces saved before this was recorded show n/a.")
 
 
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:

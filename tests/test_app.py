@@ -99,6 +99,7 @@ def test_run_shows_the_traces_nfe_and_a_heatmap(dirs: dict[str, Path]) -> None:
     shown = metrics(at)
     assert shown["NFE"] == str(trace.nfe)
     assert shown["Tokens per step"] == f"{trace.summary()['tokens_per_step']:.2f}"
+    assert shown["Policy overhead"] == f"{100 * trace.summary()['policy_overhead']:.2f}%"
     assert charts(at)[0]["data"][0]["type"] == "heatmap"
     assert at.slider(key="t").value == trace.nfe - 1  # the scrubber sits on the last step
 

@@ -63,6 +63,8 @@ def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(de
     overhead = [row["policy overhead %"] for row in rows]
     assert overhead[0] == pytest.approx(100 * dense.policy_seconds.sum() / dense.forward_seconds.sum())
     assert overhead[1] > 0 and np.isnan(overhead[2])
+    assert np.isnan(old.summary()["policy_ms_per_pass"])
+    assert replayed.summary()["policy_ms_per_pass"] == pytest.approx(1e3 * replayed.policy_seconds.sum() / replayed.nfe)
 
 
 def test_npz_export_round_trips_and_a_corrupt_upload_is_refused(dense: Trace) -> None:
