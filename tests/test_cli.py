@@ -21,6 +21,7 @@ def test_decode_prints_text_nfe_and_time_and_saves(tiny_dir: Path, tmp_path: Pat
     out = capsys.readouterr().out
     assert status == 0
     assert "nfe=16" in out and "time=" in out and "policy=fixed8+fixed_steps16" in out
+    assert "policy_overhead=" in out and "policy_overhead=nan" not in out
     trace = load_trace(out_file)
     assert trace.nfe == 16 and trace.meta["prompt_text"] == "2 + 3"
 
