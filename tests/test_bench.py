@@ -12,7 +12,7 @@ from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, summarize_bench
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import AdaBlock, CoraPolicy, FixedStepsPolicy, KalmanExtrapolation, ThresholdPolicy
-from dllm_viz.tasks import Problem
+from dllm_viz.tasks import Problem, dump_problems
 
 PROBLEMS = [Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target=f"#### {i + 1}", gold=str(i + 1))
             for i in range(3)]
@@ -96,3 +96,15 @@ def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,
     for label in ("dense", "dense+dual", "threshold", "threshold+dual", "wall_speedup"):
         assert label in table
     assert len(pd.read_csv(out)) == 8
+
+
+def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "mine.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    out = tmp_path / "rows.csv"
+    status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--n", "2",
+                   "--policies", "dense", "--gen-length", "16", "--block-length", "8", "--out", str(out)])
+    assert status == 0
+    rows = pd.read_csv(out)
+    assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[:2]]
+    assert f"prompts={prompts} n=2" in capsys.readouterr().out

@@ -21,6 +21,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", type=Path, action="append", default=None,
                         help="data file (or 'hub') for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
+    parser.add_argument("--prompts", type=Path, default=None,
+                        help="a jsonl prompt set (as sample_prompts/ or `eval --prompts`) instead of --tasks; "
+                             "its first --n problems, each scored by its own task")
     parser.add_argument("--policies", default="dense,threshold",
                         help="comma-separated configurations, components joined by '+', e.g. "
                              "dense,threshold,adablock+threshold,cora+kalman,threshold+dual")
@@ -38,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from dllm_viz.bench import parse_config, run_bench, summarize_bench
     from dllm_viz.evaluation import task_problems
     from dllm_viz.models import load
+    from dllm_viz.tasks import load_problems
 
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
@@ -57,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
         pipeline.validate(config.gen_length)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     files = iter(args.data or [])
-    problems = [p for task in tasks
-                for p in task_problems(task, args.n, next(files, None) if task in ("gsm8k", "humaneval") else None)]
+    if args.prompts is not None:
+        problems = load_problems(args.prompts)[: args.n]
+    else:
+        problems = [p for task in tasks
+                    for p in task_problems(task, args.n, next(files, None) if task in ("gsm8k", "humaneval") else None)]
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     total = len(problems) * len(configs)
     done = 0
@@ -73,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         rows.to_csv(args.out, index=False)
     summary = summarize_bench(rows)
-    print(f"model={args.model} tasks={args.tasks} n={args.n} gen_length={config.gen_length}")
+    source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
+    print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
     return 0
