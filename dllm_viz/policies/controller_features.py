@@ -37,8 +37,9 @@ def tspd_features(confidence: np.ndarray, entropy: np.ndarray, candidate: np.nda
                   step_in_window: int, vocab_size: int, state: FeatureState, beta: float
                   ) -> tuple[np.ndarray, FeatureState]:
     """[positions, TSPD_FEATURES] features of one pass, and the state for the next pass."""
-    conf = np.nan_to_num(confidence, nan=0.0)
-    fresh = ~state.seen & np.isfinite(confidence)
+    finite = np.isfinite(confidence)
+    conf = np.where(finite, confidence, 0.0)  # NaN (not computed this pass) -> 0, as nan_to_num
+    fresh = ~state.seen & finite
     previous_ema = np.where(fresh, conf, state.ema)
     ema = beta * previous_ema + (1.0 - beta) * conf
     start, end = window
@@ -46,14 +47,14 @@ def tspd_features(confidence: np.ndarray, entropy: np.ndarray, candidate: np.nda
     position = (np.arange(conf.shape[0]) - start) / length
     features = np.stack([
         conf,
-        np.nan_to_num(entropy, nan=0.0) / np.log(max(vocab_size, 2)),
+        np.where(np.isnan(entropy), 0.0, entropy) / np.log(max(vocab_size, 2)),
         conf - previous_ema,
         ema,
         position,
         (candidate == state.previous).astype(np.float64),
         np.full(conf.shape[0], step_in_window / length),
     ], axis=-1)
-    next_state = FeatureState(ema=ema, previous=candidate.copy(), seen=state.seen | np.isfinite(confidence))
+    next_state = FeatureState(ema=ema, previous=candidate.copy(), seen=state.seen | finite)
     return features.astype(np.float32), next_state
 
 

@@ -100,20 +100,13 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
 
-def _sigmoid_inplace(x: np.ndarray) -> np.ndarray:
-    """sigmoid(x) = (1 + tanh(x / 2)) / 2, in place: one ufunc pass instead of clip, exp and divide."""
-    np.multiply(x, 0.5, out=x)
-    np.tanh(x, out=x)
-    np.multiply(x, 0.5, out=x)
-    np.add(x, 0.5, out=x)
-    return x
-
-
 def _fused_layers(weights: ControllerWeights) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per LSTM layer: ([W_ih; W_hh] transposed, b_ih + b_hh), gate columns reordered to i, f, o, g.
+    """Per LSTM layer: ([W_ih; W_hh] transposed, b_ih + b_hh), gate columns reordered to i, f, o, g,
+    with the i, f, o columns halved.
 
-    One matrix product per layer instead of two, and the three sigmoid gates side by side so one
-    in-place pass activates them. Cached on the weights object (built once per loaded file).
+    One matrix product per layer instead of two, and one tanh over all four gates: with the
+    sigmoid gates' pre-activations halved, sigmoid(x) = (1 + tanh(x / 2)) / 2 needs only a scale
+    and a shift after it. Cached on the weights object (built once per loaded file).
     """
     cached = weights.__dict__.get("_fused")
     if cached is not None:
@@ -125,7 +118,9 @@ def _fused_layers(weights: ControllerWeights) -> list[tuple[np.ndarray, np.ndarr
         b = t[f"lstm.bias_ih_l{layer}"] + t[f"lstm.bias_hh_l{layer}"]
         i, f, g, o = np.split(np.arange(w.shape[0]), 4)
         order = np.concatenate([i, f, o, g])
-        layers.append((np.ascontiguousarray(w[order].T, dtype=np.float32), b[order].astype(np.float32)))
+        scale = np.concatenate([np.full(3 * len(i), 0.5), np.ones(len(g))])
+        layers.append((np.ascontiguousarray((w[order] * scale[:, None]).T, dtype=np.float32),
+                       (b[order] * scale).astype(np.float32)))
     object.__setattr__(weights, "_fused", layers)  # frozen dataclass: a derived cache, not a field
     return layers
 
@@ -148,9 +143,11 @@ def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.nd
         for layer, (w, b) in enumerate(_fused_layers(weights)):
             gates = np.concatenate([inp, h[layer]], axis=1) @ w
             gates += b
-            _sigmoid_inplace(gates[:, : 3 * hidden])
-            i, f, o = gates[:, :hidden], gates[:, hidden : 2 * hidden], gates[:, 2 * hidden : 3 * hidden]
-            g = np.tanh(gates[:, 3 * hidden :])
+            np.tanh(gates, out=gates)  # tanh(x / 2) for i, f, o (pre-halved), tanh(x) for g
+            sig = gates[:, : 3 * hidden]
+            sig *= 0.5
+            sig += 0.5
+            i, f, o, g = (gates[:, k * hidden : (k + 1) * hidden] for k in range(4))
             cell = new_c[layer]
             np.multiply(f, c[layer], out=cell)
             cell += i * g
