@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,27 @@ class ControllerWeights:
     def kind(self) -> str:
         """"tspd" or "learn2pd"."""
         return str(self.card.get("kind"))
+
+    @cached_property
+    def fused_lstm(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per LSTM layer: ([W_ih; W_hh] transposed, b_ih + b_hh), gate columns reordered to i, f, o,
+        g, with the i, f, o columns halved (built once per weights object).
+
+        One matrix product per layer instead of two, and one tanh over all four gates: with the
+        sigmoid gates' pre-activations halved, sigmoid(x) = (1 + tanh(x / 2)) / 2 needs only a
+        scale and a shift after it.
+        """
+        t = self.tensors
+        layers = []
+        for layer in range(sum(1 for k in t if k.startswith("lstm.weight_ih_l"))):
+            w = np.concatenate([t[f"lstm.weight_ih_l{layer}"], t[f"lstm.weight_hh_l{layer}"]], axis=1)
+            b = t[f"lstm.bias_ih_l{layer}"] + t[f"lstm.bias_hh_l{layer}"]
+            i, f, g, o = np.split(np.arange(w.shape[0]), 4)
+            order = np.concatenate([i, f, o, g])
+            scale = np.concatenate([np.full(3 * len(i), 0.5), np.ones(len(g))])
+            layers.append((np.ascontiguousarray((w[order] * scale[:, None]).T, dtype=np.float32),
+                           (b[order] * scale).astype(np.float32)))
+        return layers
 
 
 def resolve_path(weights: str, kind: str) -> Path:
@@ -100,31 +121,6 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
 
-def _fused_layers(weights: ControllerWeights) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per LSTM layer: ([W_ih; W_hh] transposed, b_ih + b_hh), gate columns reordered to i, f, o, g,
-    with the i, f, o columns halved.
-
-    One matrix product per layer instead of two, and one tanh over all four gates: with the
-    sigmoid gates' pre-activations halved, sigmoid(x) = (1 + tanh(x / 2)) / 2 needs only a scale
-    and a shift after it. Cached on the weights object (built once per loaded file).
-    """
-    cached = weights.__dict__.get("_fused")
-    if cached is not None:
-        return cached
-    t = weights.tensors
-    layers = []
-    for layer in range(sum(1 for k in t if k.startswith("lstm.weight_ih_l"))):
-        w = np.concatenate([t[f"lstm.weight_ih_l{layer}"], t[f"lstm.weight_hh_l{layer}"]], axis=1)
-        b = t[f"lstm.bias_ih_l{layer}"] + t[f"lstm.bias_hh_l{layer}"]
-        i, f, g, o = np.split(np.arange(w.shape[0]), 4)
-        order = np.concatenate([i, f, o, g])
-        scale = np.concatenate([np.full(3 * len(i), 0.5), np.ones(len(g))])
-        layers.append((np.ascontiguousarray((w[order] * scale[:, None]).T, dtype=np.float32),
-                       (b[order] * scale).astype(np.float32)))
-    object.__setattr__(weights, "_fused", layers)  # frozen dataclass: a derived cache, not a field
-    return layers
-
-
 def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One step of the stacked LSTM (PyTorch's gates i, f, g, o) and its linear head.
@@ -140,7 +136,7 @@ def lstm_step(weights: ControllerWeights, x: np.ndarray, h: np.ndarray, c: np.nd
     new_h, new_c = np.empty_like(h), np.empty_like(c)
     inp = np.asarray(x, dtype=np.float32)
     with _one_blas_thread():
-        for layer, (w, b) in enumerate(_fused_layers(weights)):
+        for layer, (w, b) in enumerate(weights.fused_lstm):
             gates = np.concatenate([inp, h[layer]], axis=1) @ w
             gates += b
             np.tanh(gates, out=gates)  # tanh(x / 2) for i, f, o (pre-halved), tanh(x) for g
