@@ -35,11 +35,6 @@ from dllm_viz.policies.extras import (
     KALMAN_VELOCITY,
 )
 
-# The trace's per-position CE series, in the order `step` stacks them (one np.where for all).
-_BAND_EXTRAS = (KALMAN_LEVEL, KALMAN_VELOCITY, KALMAN_FORECAST, KALMAN_LOWER, KALMAN_UPPER, KALMAN_HORIZON)
-# Velocity, p00, p01, p11 of a position seen for the first time, in units of p0.
-_FIRST_MOMENTS = np.array([[0.0], [1.0], [0.0], [1.0]])
-
 
 @dataclass(frozen=True)
 class KalmanState:
@@ -99,29 +94,28 @@ class KalmanExtrapolation:
         """One predict + update for the observed positions; returns the new state and innovation z-scores.
 
         Positions seen for the first time start at (y, 0) with variance p0; unobserved ones keep
-        their state. The five moments are stacked so that copying, gathering and scattering the
-        observed rows are one numpy call each: this runs at every forward pass, where the cost
-        is the number of calls, not their size.
+        their state. Updates are done on the observed rows only (few numpy calls: this runs at
+        every forward pass).
         """
-        moments = np.stack([state.level, state.velocity, state.p00, state.p01, state.p11])
-        zscore = np.zeros(moments.shape[1])
+        level, velocity = state.level.copy(), state.velocity.copy()
+        p00, p01, p11 = state.p00.copy(), state.p01.copy(), state.p11.copy()
+        zscore = np.zeros(level.shape[0])
         rows = np.flatnonzero(observed & state.seen)
         if rows.size:
-            lv, v, c00, c01, c11 = moments[:, rows]
-            pred00 = c00 + 2 * c01 + c11 + self.q_level
+            v, c01, c11 = velocity[rows], p01[rows], p11[rows]
+            pred00 = p00[rows] + 2 * c01 + c11 + self.q_level
             pred01 = c01 + c11
             s = pred00 + self.r
-            innovation = y[rows] - (lv + v)
+            innovation = y[rows] - (level[rows] + v)
             k0, k1 = pred00 / s, pred01 / s
-            gain = 1 - k0
-            moments[:, rows] = (lv + (v + k0 * innovation), v + k1 * innovation, gain * pred00, gain * pred01,
-                                c11 + self.q_velocity - k1 * pred01)
+            level[rows] += v + k0 * innovation
+            velocity[rows] = v + k1 * innovation
+            p00[rows], p01[rows] = (1 - k0) * pred00, (1 - k0) * pred01
+            p11[rows] = c11 + self.q_velocity - k1 * pred01
             zscore[rows] = np.abs(innovation) / np.sqrt(s)
-        first = np.flatnonzero(observed & ~state.seen)
-        if first.size:
-            moments[0, first] = y[first]
-            moments[1:, first] = _FIRST_MOMENTS * self.p0
-        level, velocity, p00, p01, p11 = moments
+        first = observed & ~state.seen
+        level[first], velocity[first] = y[first], 0.0
+        p00[first], p01[first], p11[first] = self.p0, 0.0, self.p0
         updated = KalmanState(level=level, velocity=velocity, p00=p00, p01=p01, p11=p11,
                               seen=state.seen | observed, previous=state.previous, veto_until=state.veto_until)
         return updated, zscore
@@ -141,10 +135,10 @@ class KalmanExtrapolation:
         """h* per position from left-context coverage inside the window."""
         start, end = view.window
         horizon = np.zeros(view.gen_length, dtype=np.int64)
-        committed = ~view.is_masked[start:end]
-        before = np.cumsum(committed) - committed  # committed positions in [start, i)
-        kappa = before / np.maximum(np.arange(end - start), 1)
-        kappa[:1] = 1.0  # the window start has all of its (empty) left context
+        committed = (~view.is_masked[start:end]).astype(np.float64)
+        before = np.concatenate([[0.0], np.cumsum(committed)[:-1]])
+        count = np.arange(end - start, dtype=np.float64)
+        kappa = np.where(count > 0, before / np.maximum(count, 1), 1.0)
         h = np.floor(self.h_max * kappa).astype(np.int64)
         horizon[start:end] = np.where(kappa >= self.kappa_min, h, 0)
         return horizon
@@ -163,9 +157,12 @@ class KalmanExtrapolation:
         reason = decision.reason.copy()
         reason[early] = reason_code("ce_lookahead")
         shown = observed | view.open_positions
-        bands = np.where(shown, np.stack([state.level, state.velocity, mean, lower, upper, horizon]), np.nan)
-        extras = {**decision.extras, **dict(zip(_BAND_EXTRAS, bands.astype(np.float32), strict=True)),
-                  CE_EARLY: early.astype(np.float32)}
+        extras = dict(decision.extras)
+        for name, values in ((KALMAN_LEVEL, state.level), (KALMAN_VELOCITY, state.velocity),
+                             (KALMAN_FORECAST, mean), (KALMAN_LOWER, lower), (KALMAN_UPPER, upper),
+                             (KALMAN_HORIZON, horizon)):
+            extras[name] = np.where(shown, values, np.nan).astype(np.float32)
+        extras[CE_EARLY] = early.astype(np.float32)
         state = KalmanState(level=state.level, velocity=state.velocity, p00=state.p00, p01=state.p01,
                             p11=state.p11, seen=state.seen, previous=view.candidate.copy(), veto_until=veto_until)
         return Decision(commit=decision.commit | early, reason=reason, extras=extras), state
