@@ -9,6 +9,7 @@ the next prompt), so timing drift affects them alike. Knows nothing about printi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,8 +18,9 @@ import pandas as pd
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import run_problem
 from dllm_viz.models.base import ModelAdapter
+from dllm_viz.policies.base import build_component, parse_field
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
+from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.tasks import Problem
 
 BASELINE = "dense"
@@ -30,25 +32,56 @@ ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "seconds", "for
 def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:
     """Pipeline named by '+'-joined component names; `options` are field values (None = default).
 
+    A component may carry its own field values in parentheses, which win over `options`:
+    `cora(delta_p=0.99,m=3)+kalman(tau_ce=0.95)`, so that several operating points of one
+    rule can run side by side in one bench.
+
     Raises:
-        ValueError: an unknown component, two of the same kind, or no commit rule.
+        ValueError: an unknown component or option, a bad value, two of the same kind, or no
+            commit rule (the message names the part and the fix).
     """
     options = dict(options or {})
     chosen: dict[str, str] = {}
-    for part in name.split("+"):
-        part = part.strip()
-        kind = _kind_of(part)
+    overrides: dict[str, dict[str, Any]] = {}
+    for part in _split_outside_parentheses(name, "+"):
+        match = _PART.fullmatch(part.strip())
+        if match is None:
+            raise ValueError(f"cannot read configuration part {part.strip()!r} of {name!r}; write a component "
+                             "name, optionally with options in parentheses, e.g. cora(delta_p=0.99,m=3)")
+        component, arguments = match.group(1), match.group(2)
+        kind = _kind_of(component)
         if kind in chosen:
-            raise ValueError(f"configuration {name!r} names two {kind}s ({chosen[kind]!r} and {part!r})")
-        chosen[kind] = part
+            raise ValueError(f"configuration {name!r} names two {kind}s ({chosen[kind]!r} and {component!r})")
+        chosen[kind] = component
+        if arguments is None:
+            continue
+        if component == BASELINE:
+            raise ValueError(f"{BASELINE!r} is fixed_steps with one token per step and takes no options; "
+                             "write fixed_steps(...) for another operating point")
+        if kind == "cache":
+            raise ValueError(f"cache mode {component!r} takes no options; pass --refresh-every for its refresh")
+        overrides[kind] = _overrides(lookup(_REGISTRIES[kind], kind, component), arguments)
     rule = chosen.get("rule")
-    if rule in (None, BASELINE):
-        if rule is None:
-            raise ValueError(f"configuration {name!r} has no commit rule; add one of {sorted(RULES)} or 'dense'")
+    if rule is None:
+        raise ValueError(f"configuration {name!r} has no commit rule; add one of {sorted(RULES)} or 'dense'")
+    if rule == BASELINE:
         rule, options["steps"] = "fixed_steps", None  # one token per step
         options.setdefault("remasking", "low_confidence")
-    return Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
-                               cache=chosen.get("cache", "none"), **options)
+    names = {"rule": rule, "block": chosen.get("block", "fixed"), "extrapolate": chosen.get("extrapolate"),
+             "stop": chosen.get("stop")}
+    parts = {kind: build_component(lookup(_REGISTRIES[kind], kind, component), {**options, **overrides.get(kind, {})})
+             for kind, component in names.items() if component is not None}
+    return Pipeline(**parts, cache=chosen.get("cache", "none"))
+
+
+_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?", re.DOTALL)
+_REGISTRIES = {"rule": RULES, "block": BLOCKS, "extrapolate": EXTRAPOLATORS, "stop": STOPS}
+
+
+def split_configs(text: str) -> list[str]:
+    """Configuration names of a comma-separated list, keeping commas inside parentheses:
+    'dense,cora(delta_p=0.99,m=3)' -> ['dense', 'cora(delta_p=0.99,m=3)']."""
+    return [part.strip() for part in _split_outside_parentheses(text, ",") if part.strip()]
 
 
 def _kind_of(part: str) -> str:
@@ -58,6 +91,39 @@ def _kind_of(part: str) -> str:
             return kind
     known = sorted({*RULES, BASELINE, *BLOCKS, *EXTRAPOLATORS, *STOPS, *CACHE_MODES})
     raise ValueError(f"unknown configuration component {part!r}; known: {known}")
+
+
+def _split_outside_parentheses(text: str, separator: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            raise ValueError(f"unbalanced ')' in {text!r}")
+        if char == separator and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth:
+        raise ValueError(f"unbalanced '(' in {text!r}")
+    return [*parts, "".join(current)]
+
+
+def _overrides(cls: type, arguments: str) -> dict[str, Any]:
+    """`delta_p=0.99,m=3` -> {"delta_p": 0.99, "m": 3}, typed by the component's fields.
+
+    A comma starts a new option only before `name=`, so tuple values keep theirs
+    (`adablock(delimiters=\\n,.)`).
+    """
+    values: dict[str, Any] = {}
+    for item in re.split(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)", arguments):
+        if not item.strip():
+            continue
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"option {item.strip()!r} of {cls.name!r} needs the form name=value")  # type: ignore[attr-defined]
+        values[key.strip()] = parse_field(cls, key.strip(), text)
+    return values
 
 
 def run_bench(
@@ -136,8 +202,8 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
 def uncached_label(label: str) -> str | None:
     """The configuration `label` names without its cache component ('dense' for 'dense+dual'),
     or None when it has none."""
-    parts = label.split("+")
-    kept = [part for part in parts if part not in CACHE_MODES]
+    parts = _split_outside_parentheses(label, "+")
+    kept = [part for part in parts if part.strip() not in CACHE_MODES]
     return "+".join(kept) if len(kept) < len(parts) else None
 
 

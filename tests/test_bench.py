@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, summarize_bench, uncached_label
+from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, split_configs, summarize_bench, uncached_label
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import AdaBlock, CoraPolicy, FixedStepsPolicy, KalmanExtrapolation, ThresholdPolicy
@@ -59,6 +59,43 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert (summary["engine_overhead"] > 0).all()
 
 
+def test_components_carry_their_own_options_over_the_shared_ones() -> None:
+    p = parse_config("cora(delta_p=0.99, m=3)+kalman(tau_ce=0.95,h_max=2)", {"delta_p": 0.9, "tau_ce": 0.8})
+    assert p.rule == CoraPolicy(delta_p=0.99, m=3) and isinstance(p.rule.m, int)
+    assert p.extrapolate == KalmanExtrapolation(tau_ce=0.95, h_max=2)
+    assert parse_config("cora+kalman", {"delta_p": 0.9}).rule == CoraPolicy(delta_p=0.9)  # shared option
+    ada = parse_config(r"adablock(delimiters=\n,.,init_block_length=16,delimiter_threshold=none)+threshold")
+    assert ada.block == AdaBlock(init_block_length=16, delimiters=("\n", "."))
+    eos = parse_config("threshold+eos(eos_mode=halt)")
+    assert eos.stop is not None and eos.stop.eos_mode == "halt"
+    assert parse_config("threshold(threshold=1)").rule == ThresholdPolicy(1)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("cora(delta=0.9)", "cora has no option 'delta'; its options: delta_p, m"),
+    ("cora(m=two)", "cora option m='two' is not a valid int"),
+    ("cora(m=1.5)", "not a valid int"),
+    ("threshold(threshold=1.5)", "threshold"),  # the component's own range check
+    ("threshold+eos(eos_mode=later)", r"choose one of \['finish', 'halt'\]"),
+    ("cora(0.99)", "needs the form name=value"),
+    ("dense(steps=4)", "takes no options; write fixed_steps"),
+    ("threshold+dual(k=1)", "takes no options"),
+    ("cora(delta_p=0.99", "unbalanced '\\('"),
+    ("cora)delta_p=0.99", "unbalanced '\\)'"),
+    ("cora[delta_p=0.99]", "cannot read configuration part"),
+])
+def test_bad_component_options_name_the_value_and_the_fix(name: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_config(name)
+
+
+def test_configuration_lists_split_outside_parentheses() -> None:
+    assert split_configs("dense, cora(delta_p=0.99,m=3)+kalman(tau_ce=0.95),threshold,") == [
+        "dense", "cora(delta_p=0.99,m=3)+kalman(tau_ce=0.95)", "threshold"]
+    assert uncached_label("cora(delta_p=0.99,m=3)+dual") == "cora(delta_p=0.99,m=3)"
+    assert uncached_label("threshold(threshold=0.8)") is None
+
+
 def test_uncached_label_drops_only_the_cache_component() -> None:
     assert uncached_label("threshold+dual") == "threshold"
     assert uncached_label("adablock+threshold+kalman+prefix") == "adablock+threshold+kalman"
@@ -89,13 +126,18 @@ def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,
     monkeypatch.setattr(evaluation, "task_problems", lambda task, n=None, data=None: PROBLEMS[:n])
     out = tmp_path / "rows.csv"
     status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--n", "2", "--policies",
-                   "dense,threshold", "--caches", "none,dual", "--gen-length", "16", "--block-length", "8",
-                   "--out", str(out)])
+                   "dense,threshold,threshold(threshold=0.001)", "--caches", "none,dual", "--gen-length", "16",
+                   "--block-length", "8", "--threshold", "0.99", "--out", str(out)])
     assert status == 0
     table = capsys.readouterr().out
-    for label in ("dense", "dense+dual", "threshold", "threshold+dual", "wall_speedup"):
+    for label in ("dense", "dense+dual", "threshold", "threshold+dual", "threshold(threshold=0.001)+dual",
+                  "wall_speedup"):
         assert label in table
-    assert len(pd.read_csv(out)) == 8
+    rows = pd.read_csv(out)
+    assert len(rows) == 12
+    # Two operating points of one rule ran side by side: 0.001 commits whole blocks, 0.99 (the flag) one a pass.
+    nfe = rows.groupby("config")["nfe"].mean()
+    assert nfe["threshold(threshold=0.001)"] == 2 and nfe["threshold"] == 16
 
 
 def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

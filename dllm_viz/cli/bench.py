@@ -26,7 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "its first --n problems, each scored by its own task")
     parser.add_argument("--policies", default="dense,threshold",
                         help="comma-separated configurations, components joined by '+', e.g. "
-                             "dense,threshold,adablock+threshold,cora+kalman,threshold+dual")
+                             "dense,threshold,adablock+threshold,cora+kalman,threshold+dual; a component may "
+                             "carry its own options, which win over the flags below: "
+                             "'cora(delta_p=0.99,m=3)+kalman(tau_ce=0.95)' (quote it in the shell)")
     parser.add_argument("--caches", default=None,
                         help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
                              "that names none; e.g. --caches none,dual")
@@ -38,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
-    from dllm_viz.bench import parse_config, run_bench, summarize_bench
+    from dllm_viz.bench import parse_config, run_bench, split_configs, summarize_bench, uncached_label
     from dllm_viz.evaluation import task_problems
     from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
@@ -46,15 +48,14 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     options = {name: getattr(args, name, None) for name in policy_fields()}
-    names = [p.strip() for p in args.policies.split(",") if p.strip()]
+    names = split_configs(args.policies)
     if "dense" not in names:
         names.insert(0, "dense")  # the baseline every ratio is measured against
     caches = [c.strip() for c in args.caches.split(",")] if args.caches else [None]
     configs = {}
     for name in names:
         for cache in caches:
-            label = name if cache in (None, "none") or any(m in name.split("+") for m in ("prefix", "dual")) \
-                else f"{name}+{cache}"
+            label = name if cache in (None, "none") or uncached_label(name) is not None else f"{name}+{cache}"
             configs[label] = parse_config(label, options)
     config = decode_config(args)
     for pipeline in configs.values():

@@ -8,13 +8,13 @@ whichever chosen component has a field of that name.
 from __future__ import annotations
 
 import argparse
-import codecs
 import typing
 from dataclasses import MISSING, fields
-from typing import Any, Literal
+from typing import Any
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from dllm_viz.policies.base import field_kind
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -69,30 +69,13 @@ def policy_fields() -> dict[str, tuple[type, list[Any] | None, str, list[str]]]:
         for comp_name, cls in sorted(registry.items()):
             hints = typing.get_type_hints(cls)
             for f in fields(cls):
-                kind, choices = _kind(hints[f.name])
+                kind, choices = field_kind(hints[f.name])
                 default = "" if f.default is MISSING else f" (default {f.default})"
                 if f.name in out:
                     out[f.name][3].append(comp_name)
                     continue
                 out[f.name] = (kind, choices, str(f.metadata.get("help", f.name)) + default, [comp_name])
     return out
-
-
-def _kind(annotation: Any) -> tuple[Any, list[Any] | None]:
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is tuple:
-        return _string_tuple, None
-    if typing.get_origin(annotation) is Literal:
-        return type(args[0]), list(args)
-    if args:  # X | None
-        return _kind(args[0])
-    return annotation, None
-
-
-def _string_tuple(text: str) -> tuple[str, ...]:
-    r"""Comma-separated strings with Python escapes, e.g. `\n,.` -> ("
-", ".")."""
-    return tuple(codecs.decode(part, "unicode_escape") for part in text.split(",") if part)
 
 
 def decode_config(args: argparse.Namespace) -> DecodeConfig:
