@@ -98,8 +98,10 @@ class _AllRowsTspd(TspdPolicy):
 
     def step(self, view, state):  # type: ignore[no-untyped-def]
         weights = state.weights
-        x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
-                                    int(weights.card["vocab_size"]), state.features, self.beta)
+        rows, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window,
+                                       view.step_in_window, int(weights.card["vocab_size"]), state.features, self.beta)
+        x = np.zeros((view.gen_length, rows.shape[1]), np.float32)  # rows outside the window: never kept
+        x[slice(*view.window)] = rows
         logit, h, c = lstm_step(weights, x, state.h, state.c)
         gate = 1.0 / (1.0 + np.exp(-logit))
         run = view.open_positions

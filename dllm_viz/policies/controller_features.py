@@ -36,26 +36,31 @@ def initial_feature_state(gen_length: int) -> FeatureState:
 def tspd_features(confidence: np.ndarray, entropy: np.ndarray, candidate: np.ndarray, window: tuple[int, int],
                   step_in_window: int, vocab_size: int, state: FeatureState, beta: float
                   ) -> tuple[np.ndarray, FeatureState]:
-    """[positions, TSPD_FEATURES] features of one pass, and the state for the next pass."""
+    """[window positions, TSPD_FEATURES] features of one pass, and the state for the next pass.
+
+    Only the window's rows are returned (the controller runs there, ALGORITHMS.md §6.2); the
+    EMA and the previous candidate are carried for every position, since a position's EMA starts
+    at its first observed confidence, before its window opens.
+    """
     finite = np.isfinite(confidence)
     conf = np.where(finite, confidence, 0.0)  # NaN (not computed this pass) -> 0, as nan_to_num
-    fresh = ~state.seen & finite
-    previous_ema = np.where(fresh, conf, state.ema)
+    previous_ema = np.where(~state.seen & finite, conf, state.ema)
     ema = beta * previous_ema + (1.0 - beta) * conf
     start, end = window
     length = max(end - start, 1)
-    position = (np.arange(conf.shape[0]) - start) / length
-    features = np.stack([
-        conf,
-        np.where(np.isnan(entropy), 0.0, entropy) / np.log(max(vocab_size, 2)),
-        conf - previous_ema,
-        ema,
-        position,
-        (candidate == state.previous).astype(np.float64),
-        np.full(conf.shape[0], step_in_window / length),
-    ], axis=-1)
+    rows = slice(start, end)
+    entropy_rows = entropy[rows]
+    features = np.array([  # float64 values rounded once to float32, as computing then casting does
+        conf[rows],
+        np.where(np.isnan(entropy_rows), 0.0, entropy_rows) / np.log(max(vocab_size, 2)),
+        conf[rows] - previous_ema[rows],
+        ema[rows],
+        np.arange(end - start) / length,
+        candidate[rows] == state.previous[rows],
+        np.full(end - start, step_in_window / length),
+    ], dtype=np.float32).T
     next_state = FeatureState(ema=ema, previous=candidate.copy(), seen=state.seen | finite)
-    return features.astype(np.float32), next_state
+    return features, next_state
 
 
 def filter_input(confidence: np.ndarray, window: tuple[int, int]) -> np.ndarray:

@@ -34,11 +34,13 @@ from dllm_viz.policies.extras import TSPD_GATE
 @dataclass(frozen=True)
 class TspdState:
     """The controller's weights (read once per decode), the feature state, and the LSTM's (h, c)
-    for the positions of the current window ([layers, window length, hidden]; zero when it opens)."""
+    for the window's positions still open after the last pass ([layers, len(rows), hidden], rows
+    relative to the window start; zero when the window opens)."""
 
     weights: ControllerWeights
     features: FeatureState
     window: tuple[int, int]
+    rows: np.ndarray
     h: np.ndarray
     c: np.ndarray
 
@@ -67,8 +69,8 @@ class TspdPolicy:
     def init_state(self, gen_length: int) -> TspdState:
         weights = load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
         empty = np.zeros((int(weights.card["layers"]), 0, int(weights.card["hidden"])), dtype=np.float32)
-        return TspdState(weights=weights, features=initial_feature_state(gen_length), window=(0, 0), h=empty,
-                         c=empty)
+        return TspdState(weights=weights, features=initial_feature_state(gen_length), window=(0, 0),
+                         rows=np.zeros(0, np.int64), h=empty, c=empty)
 
     def step(self, view: StepView, state: TspdState) -> tuple[Decision, TspdState]:
         weights = state.weights
@@ -79,17 +81,17 @@ class TspdPolicy:
         # when its window opens and stops once it is committed. Training builds the same sequences
         # (train.controller.tspd_sequences). The LSTM is row-wise, so only those rows are computed.
         start, end = view.window
-        h, c = state.h, state.c
-        if view.window != state.window:
-            h = np.zeros((h.shape[0], end - start, h.shape[2]), dtype=np.float32)
-            c = np.zeros_like(h)
         rows = np.flatnonzero(view.open_positions[start:end])
-        logit, h_rows, c_rows = lstm_step(weights, x[start + rows], h[:, rows], c[:, rows])
-        h, c = h.copy(), c.copy()
-        h[:, rows], c[:, rows] = h_rows, c_rows
+        if view.window != state.window:
+            h = np.zeros((state.h.shape[0], rows.size, state.h.shape[2]), dtype=np.float32)
+            c = np.zeros_like(h)
+        else:  # inside a window the open rows only shrink (nothing is re-masked): keep theirs
+            keep = np.searchsorted(state.rows, rows)
+            h, c = state.h[:, keep], state.c[:, keep]
+        logit, h, c = lstm_step(weights, x[rows], h, c)
         gate = np.full(view.gen_length, np.nan, dtype=np.float32)
         gate[start + rows] = sigmoid(logit)
         commit = view.open_positions & (gate > self.tau_fix)
         extras = {TSPD_GATE: gate}
         return Decision.of(commit, "tspd", extras), TspdState(weights=weights, features=features,
-                                                              window=view.window, h=h, c=c)
+                                                              window=view.window, rows=rows, h=h, c=c)

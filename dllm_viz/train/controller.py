@@ -124,7 +124,7 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
     xs, ys, ms = [], [], []
     for index, trace in enumerate(traces):
         state = initial_feature_state(trace.gen_length)
-        steps = []
+        steps = []  # [window positions, F] per step
         for step in range(trace.num_steps):
             start, end = trace.window[step]
             in_window = int(step - np.flatnonzero(trace.block_index == trace.block_index[step])[0])
@@ -132,12 +132,11 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
                                          trace.candidate[step], (int(start), int(end)), in_window, vocab_size,
                                          state, beta)
             steps.append(feats)
-        features = np.stack(steps, axis=1)  # [L, S, F]
         labels, mask = _labels(trace, None if targets is None else targets[index])
         for block in np.unique(trace.block_index):
             block_steps = np.flatnonzero(trace.block_index == block)
             start, end = (int(v) for v in trace.window[block_steps[0]])
-            xs.append(features[start:end, block_steps])
+            xs.append(np.stack([steps[step] for step in block_steps], axis=1))  # [window, S, F]
             ys.append(labels[block_steps, start:end].T)
             ms.append(mask[block_steps, start:end].T)
     return _concat_sequences(xs, ys, ms)
