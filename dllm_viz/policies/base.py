@@ -252,7 +252,7 @@ def field_kind(annotation: Any) -> tuple[Callable[[str], Any], list[Any] | None]
     """How a policy field is read from text: (converter, allowed values or None), from its type.
 
     `X | None` reads as X; a Literal gives its choices; a tuple of strings reads a comma list.
-    The CLI builds its options from this, and bench configuration names their overrides.
+    The CLI builds its flags from this; `parse_field` reads bench configurations' options with it.
     """
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) is tuple:
@@ -294,8 +294,6 @@ def parse_field(cls: type, name: str, text: str) -> Any:
             if text.lower() not in _TRUE + _FALSE:
                 raise ValueError(text)
             value: Any = text.lower() in _TRUE
-        elif convert is int:
-            value = int(text)
         else:
             value = convert(text)
     except ValueError:
