@@ -75,6 +75,20 @@ def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
     return problems if n is None else problems[:n]
 
 
+def take(problems: Sequence[Problem], skip: int = 0, n: int | None = None) -> list[Problem]:
+    """Problems skip .. skip + n - 1 of a set: e.g. a calibration slice, then a validation slice.
+
+    Raises:
+        ValueError: a negative skip, or one that leaves no problem (the message says how many
+            the set has).
+    """
+    if skip < 0:
+        raise ValueError(f"`--skip` must be >= 0, got {skip}")
+    if skip and skip >= len(problems):
+        raise ValueError(f"`--skip {skip}` leaves no problem: the set has {len(problems)}; use a smaller --skip")
+    return list(problems[skip : None if n is None else skip + n])
+
+
 def task_problems(task: str, n: int | None = None, data: str | Path | None = None) -> list[Problem]:
     """Problems of any task: synthetic held-out sets, or GSM8K / HumanEval from `data`.
 

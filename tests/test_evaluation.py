@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import evaluate, summarize
+from dllm_viz.evaluation import evaluate, summarize, take
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import Problem, dump_problems
@@ -59,6 +60,27 @@ def test_eval_cli_last_line(tiny_dir: Path, tmp_path: Path, capsys: pytest.Captu
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("accuracy=") and " n=2 " in last and last.endswith("mean_nfe=16.00")
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_eval_cli_skips_to_a_later_slice(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prompts = tmp_path / "set.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    out = tmp_path / "rows.jsonl"
+    status = main(["eval", "--model", str(tiny_dir), "--prompts", str(prompts), "--skip", "1", "--n", "5",
+                   "--gen-length", "16", "--block-length", "8", "--device", "cpu", "--out", str(out), "--quiet"])
+    assert status == 0 and " n=1 " in capsys.readouterr().out
+    assert [json.loads(line)["problem_id"] for line in out.read_text().splitlines()] == ["a2"]
+    assert main(["eval", "--model", str(tiny_dir), "--prompts", str(prompts), "--skip", "2", "--device", "cpu"]) == 2
+    assert "`--skip 2` leaves no problem: the set has 2" in capsys.readouterr().err
+
+
+def test_take_slices_after_skipping() -> None:
+    problems = [Problem(task="arith", problem_id=str(i), prompt="?", target="#### 1", gold="1") for i in range(5)]
+    assert [p.problem_id for p in take(problems, 2, 2)] == ["2", "3"]
+    assert [p.problem_id for p in take(problems, 3)] == ["3", "4"] and take(problems) == problems
+    assert [p.problem_id for p in take(problems, 4, 10)] == ["4"]
+    with pytest.raises(ValueError, match="must be >= 0"):
+        take(problems, -1)
 
 
 def test_eval_cli_rejects_bad_n(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", type=Path, action="append", default=None,
                         help="data file (or 'hub') for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first K problems of each task or prompt file (default 0)")
     parser.add_argument("--prompts", type=Path, default=None,
                         help="a jsonl prompt set (as sample_prompts/ or `eval --prompts`) instead of --tasks; "
                              "its first --n problems, each scored by its own task")
@@ -41,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
     from dllm_viz.bench import parse_config, run_bench, split_configs, summarize_bench, uncached_label
-    from dllm_viz.evaluation import task_problems
+    from dllm_viz.evaluation import take, task_problems
     from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
 
@@ -63,10 +65,12 @@ def run(args: argparse.Namespace) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     files = iter(args.data or [])
     if args.prompts is not None:
-        problems = load_problems(args.prompts)[: args.n]
+        problems = take(load_problems(args.prompts), args.skip, args.n)
     else:
         problems = [p for task in tasks
-                    for p in task_problems(task, args.n, next(files, None) if task in ("gsm8k", "humaneval") else None)]
+                    for p in take(task_problems(task, args.skip + args.n,
+                                                next(files, None) if task in ("gsm8k", "humaneval") else None),
+                                  args.skip, args.n)]
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     total = len(problems) * len(configs)
     done = 0

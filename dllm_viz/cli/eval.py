@@ -27,6 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="which bundled set: heldout (sample_prompts/<task>_heldout.jsonl)")
     parser.add_argument("--prompts", type=Path, default=None, help="a jsonl prompt set instead of the bundled one")
     parser.add_argument("--n", type=int, default=None, help="evaluate only the first N problems")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first K problems (with --n: problems K+1..K+N, e.g. a validation "
+                             "slice after a calibration one; default 0)")
     parser.add_argument("--out", type=Path, default=None, help="write one JSON line per problem here")
     parser.add_argument("--quiet", action="store_true", help="no per-problem progress on stderr")
     add_model_options(parser)
@@ -36,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the summary line; returns the exit status."""
-    from dllm_viz.evaluation import evaluate, summarize, task_problems
+    from dllm_viz.evaluation import evaluate, summarize, take, task_problems
     from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
 
@@ -44,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)
-    problems = load_problems(args.prompts)[: args.n] if args.prompts else task_problems(args.task, args.n, args.data)
+    wanted = None if args.n is None else args.skip + args.n
+    problems = take(load_problems(args.prompts) if args.prompts else task_problems(args.task, wanted, args.data),
+                    args.skip, args.n)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     correct = 0
 
