@@ -135,9 +135,10 @@ class KalmanExtrapolation:
     def horizon(self, view: StepView) -> np.ndarray:
         """h* per position from left-context coverage inside the window.
 
-        A plain loop over the window's (at most a few dozen) positions: on arrays this small,
-        right after a forward pass, a dozen numpy calls cost several times the loop (measured
-        in decodes); the arithmetic is the same IEEE double arithmetic as the vectorised form.
+        A plain loop over the window's positions: for the usual windows (32 positions) a dozen
+        numpy calls right after a forward pass cost several times the loop (measured in decodes);
+        a 1024-position window takes about 0.3 ms, small beside the forward pass of a canvas that
+        long. The arithmetic is the same IEEE double arithmetic as the vectorised form.
         """
         start, end = view.window
         horizon = np.zeros(view.gen_length, dtype=np.int64)
