@@ -135,6 +135,25 @@ def test_kalman_tracks_a_linear_ramp_and_bounds_bracket_the_mean() -> None:
     assert abs(mean[0] - (state.level[0] + 3 * state.velocity[0])) < 1e-12 and sd[0] > 0
 
 
+@pytest.mark.parametrize("h_max,kappa_min", [(3, 0.5), (5, 0.0), (2, 1 / 3), (0, 0.5), (4, 1.0)])
+def test_kalman_horizon_follows_left_context_coverage(h_max: int, kappa_min: float) -> None:
+    """h*_i = floor(h_max * kappa_i) when kappa_i >= kappa_min, else 0; kappa_i is the committed share
+    of the window positions before i (1 at the window start); 0 outside the window (§6.2)."""
+    ce, rng = KalmanExtrapolation(h_max=h_max, kappa_min=kappa_min), np.random.default_rng(h_max)
+    for _ in range(50):
+        n = int(rng.integers(1, 40))
+        start = int(rng.integers(0, n))
+        end = int(rng.integers(start + 1, n + 1))
+        masked = rng.random(n) < rng.random()
+        horizon = ce.horizon(make_view([0.5] * n, masked=masked.tolist(), window=(start, end)))
+        expected = np.zeros(n, dtype=np.int64)
+        for i in range(start, end):
+            kappa = 1.0 if i == start else float(np.sum(~masked[start:i])) / (i - start)
+            expected[i] = int(np.floor(h_max * kappa)) if kappa >= kappa_min else 0
+        assert horizon.dtype == np.int64
+        np.testing.assert_array_equal(horizon, expected)
+
+
 def test_kalman_forecast_variance_equals_predicting_h_times() -> None:
     """The closed-form P_h[0, 0] is the covariance after h predict steps with process noise (§6.2)."""
     ce = KalmanExtrapolation(q_level=3e-4, q_velocity=7e-4, h_max=5)
