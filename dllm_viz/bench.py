@@ -18,8 +18,8 @@ import pandas as pd
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import run_problem
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.policies.base import build_component, parse_field
-from dllm_viz.policies.pipeline import Pipeline
+from dllm_viz.policies.base import parse_field
+from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.tasks import Problem
 
@@ -60,22 +60,18 @@ def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipelin
                              "write fixed_steps(...) for another operating point")
         if kind == "cache":
             raise ValueError(f"cache mode {component!r} takes no options; pass --refresh-every for its refresh")
-        overrides[kind] = _overrides(lookup(_REGISTRIES[kind], kind, component), arguments)
+        overrides[kind] = _overrides(lookup(REGISTRIES[kind], kind, component), arguments)
     rule = chosen.get("rule")
     if rule is None:
         raise ValueError(f"configuration {name!r} has no commit rule; add one of {sorted(RULES)} or 'dense'")
     if rule == BASELINE:
         rule, options["steps"] = "fixed_steps", None  # one token per step
         options.setdefault("remasking", "low_confidence")
-    names = {"rule": rule, "block": chosen.get("block", "fixed"), "extrapolate": chosen.get("extrapolate"),
-             "stop": chosen.get("stop")}
-    parts = {kind: build_component(lookup(_REGISTRIES[kind], kind, component), {**options, **overrides.get(kind, {})})
-             for kind, component in names.items() if component is not None}
-    return Pipeline(**parts, cache=chosen.get("cache", "none"))
+    return Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
+                               cache=chosen.get("cache", "none"), overrides=overrides, **options)
 
 
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?", re.DOTALL)
-_REGISTRIES = {"rule": RULES, "block": BLOCKS, "extrapolate": EXTRAPOLATORS, "stop": STOPS}
 
 
 def split_configs(text: str) -> list[str]:

@@ -24,6 +24,8 @@ from dllm_viz.policies.threshold import ThresholdPolicy
 
 _PARTS = (("block", BLOCKS, "block sizer"), ("rule", RULES, "commit rule"),
           ("extrapolate", EXTRAPOLATORS, "extrapolator"), ("stop", STOPS, "stop rule"))
+# Each part's registry, by the part's name ("rule", "block", "extrapolate", "stop").
+REGISTRIES: dict[str, dict[str, type]] = {name: registry for name, registry, _ in _PARTS}
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,17 @@ class Pipeline:
     @classmethod
     def from_names(cls, rule: str, block: str = "fixed", extrapolate: str | None = None,
                    stop: str | None = None, *, cache: str = "none", refresh_every: int | None = None,
-                   **options: Any) -> Pipeline:
+                   overrides: Mapping[str, Mapping[str, Any]] | None = None, **options: Any) -> Pipeline:
         """Build from registry names and a flat dict of field values (CLI, app widgets).
 
         Each option goes to whichever chosen component has a field of that name; None means
-        the component's default.
+        the component's default. `overrides` maps a part ("rule", "block", "extrapolate",
+        "stop") to values for that component only, which win over `options` (a bench
+        configuration such as `cora(delta_p=0.99)+kalman(tau_ce=0.95)`).
         """
         names = {"block": block, "rule": rule, "extrapolate": extrapolate, "stop": stop}
-        parts = {name: build_component(lookup(registry, kind, names[name]), options)
+        overrides = overrides or {}
+        parts = {name: build_component(lookup(registry, kind, names[name]), {**options, **overrides.get(name, {})})
                  for name, registry, kind in _PARTS if names[name] is not None}
         return cls(**parts, cache=cache, refresh_every=refresh_every)  # type: ignore[arg-type]
 
