@@ -4,10 +4,11 @@ Trained with torch by `python -m dllm_viz train-controller` and saved as safeten
 card beside them; decoding runs them in numpy so policies stay torch-free and cheap (a 2-layer,
 64-unit LSTM step over a 32-position window takes about 0.4 ms in a decode on one core).
 
-The matrix products run with the BLAS pool limited to one thread: they are far too small to gain
-from threads, and on the 2-core dev box with the other core taken, numpy's default 2-thread
-OpenBLAS made one TSPD step at 256 positions take 3.5 ms (a busy loop there) to 27-44 ms (another
-decoding process there) instead of 1-2 ms: its threads wait on each other for a core.
+The LSTM's matrix products run with the BLAS pool limited to one thread (Learn2PD's
+matrix-vector products need no guard, see `mlp_forward`): they are far too small to gain from
+threads, and on the 2-core dev box with the other core taken, numpy's default 2-thread OpenBLAS
+made one TSPD step at 256 positions take 3.5 ms (a busy loop there) to 27-44 ms (another decoding
+process there) instead of 1-2 ms: its threads wait on each other for a core.
 """
 
 from __future__ import annotations
