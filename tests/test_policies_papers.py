@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from test_policies_baseline import make_view, reasons
@@ -154,21 +152,68 @@ def test_kalman_horizon_follows_left_context_coverage(h_max: int, kappa_min: flo
         np.testing.assert_array_equal(horizon, expected)
 
 
+def _random_filter_state(ce: KalmanExtrapolation, n: int, passes: int, seed: int):
+    """Run the filter over random confidences with random observation patterns."""
+    rng = np.random.default_rng(seed)
+    state = ce.init_state(n)
+    for _ in range(passes):
+        observed = rng.random(n) < 0.7
+        state, _ = ce.filter(state, observed, np.where(observed, rng.random(n), np.nan))
+    return state
+
+
 def test_kalman_forecast_variance_equals_predicting_h_times() -> None:
     """The closed-form P_h[0, 0] is the covariance after h predict steps with process noise (§6.2)."""
     ce = KalmanExtrapolation(q_level=3e-4, q_velocity=7e-4, h_max=5)
-    rng = np.random.default_rng(0)
-    a, b = rng.random(40), rng.random(40)
-    state = replace(ce.init_state(40), level=rng.random(40), velocity=rng.normal(0, 0.1, 40),
-                    p00=a * a + 1e-3, p01=a * b * 0.5, p11=b * b + 1e-3)
-    horizon = rng.integers(0, 6, 40)
+    state = _random_filter_state(ce, 40, 12, seed=0)
+    horizon = np.random.default_rng(1).integers(0, 6, 40)
     mean, sd = ce.forecast(state, horizon)
     for i, h in enumerate(horizon):
         p00, p01, p11 = state.p00[i], state.p01[i], state.p11[i]
         for _ in range(h):
             p00, p01, p11 = p00 + 2 * p01 + p11 + ce.q_level, p01 + p11, p11 + ce.q_velocity
-        assert sd[i] ** 2 == pytest.approx(p00, rel=1e-12)
+        assert sd[i] ** 2 == pytest.approx(p00, rel=1e-12, abs=1e-15)
         assert mean[i] == pytest.approx(state.level[i] + h * state.velocity[i], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kalman_filter_equals_the_textbook_filter_per_position(seed: int) -> None:
+    """Level, velocity, covariance and innovation z-scores equal a per-position constant-velocity
+    Kalman filter written out with matrices (F = [[1, 1], [0, 1]], H = [1, 0]), over random
+    observation patterns and more passes than the covariance table starts with."""
+    ce = KalmanExtrapolation(q_level=2e-4, q_velocity=5e-4, r=3e-3, p0=2e-2)
+    n, passes = 6, 70
+    rng = np.random.default_rng(seed)
+    state = ce.init_state(n)
+    f, hm = np.array([[1.0, 1.0], [0.0, 1.0]]), np.array([1.0, 0.0])
+    q = np.diag([ce.q_level, ce.q_velocity])
+    x: list[np.ndarray | None] = [None] * n
+    p: list[np.ndarray | None] = [None] * n
+    for _ in range(passes):
+        observed = rng.random(n) < 0.6
+        y = np.where(observed, rng.random(n), np.nan)
+        state, zscore = ce.filter(state, observed, y)
+        for i in range(n):
+            if not observed[i]:
+                continue
+            if x[i] is None:
+                x[i], p[i] = np.array([y[i], 0.0]), np.diag([ce.p0, ce.p0])
+                assert zscore[i] == 0.0
+                continue
+            xp, pp = f @ x[i], f @ p[i] @ f.T + q
+            s = hm @ pp @ hm + ce.r
+            gain = pp @ hm / s
+            innovation = y[i] - hm @ xp
+            x[i], p[i] = xp + gain * innovation, (np.eye(2) - np.outer(gain, hm)) @ pp
+            assert zscore[i] == pytest.approx(abs(innovation) / np.sqrt(s), rel=1e-9)
+        for i in range(n):
+            if x[i] is None:
+                assert not state.seen[i] and state.level[i] == 0.0 and state.p00[i] == 0.0
+                continue
+            np.testing.assert_allclose([state.level[i], state.velocity[i]], x[i], rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose([state.p00[i], state.p01[i], state.p11[i]],
+                                       [p[i][0, 0], p[i][0, 1], p[i][1, 1]], rtol=1e-9, atol=1e-15)
+    assert state.table.rows > passes  # the table grew past its first size (gen_length + 2 rows)
 
 
 def ce_run(ce: KalmanExtrapolation, series: list[float]) -> list[float]:
