@@ -50,8 +50,9 @@ class CovarianceTable:
     Row n holds the covariance (p00, p01, p11) after n observations: 0 never observed (zeros), 1
     started (diag(p0, p0)), each later observation one Kalman update. gain0, gain1 and
     sd_innovation at row n are those of the update the next observation applies;
-    forecast_sd[n * (h_max + 1) + h] is the sd of the level h predictions ahead. Computed with the same double arithmetic, in the same order, as the
-    per-position formulas, so the values are the ones an untabulated filter would hold.
+    forecast_sd[n * (h_max + 1) + h] is the sd of the level h predictions ahead. Computed with the
+    same double arithmetic, in the same order, as the per-position formulas, so the values are the
+    ones an untabulated filter would hold.
     """
 
     p00: np.ndarray
