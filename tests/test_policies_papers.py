@@ -12,6 +12,7 @@ from dllm_viz.engine import decode
 from dllm_viz.policies import AdaBlock, CoraPolicy, Decision, DreamPolicy, EosStop, KalmanExtrapolation, Pipeline
 from dllm_viz.policies.base import StepView
 from dllm_viz.policies.extras import CE_EARLY, KALMAN_LOWER, KALMAN_UPPER, PERSISTENCE, VOLATILITY_REGION
+from dllm_viz.policies.kalman import KalmanState
 
 
 def view_with(view: StepView, **changes) -> StepView:
@@ -152,7 +153,7 @@ def test_kalman_horizon_follows_left_context_coverage(h_max: int, kappa_min: flo
         np.testing.assert_array_equal(horizon, expected)
 
 
-def _random_filter_state(ce: KalmanExtrapolation, n: int, passes: int, seed: int):
+def _random_filter_state(ce: KalmanExtrapolation, n: int, passes: int, seed: int) -> KalmanState:
     """Run the filter over random confidences with random observation patterns."""
     rng = np.random.default_rng(seed)
     state = ce.init_state(n)
