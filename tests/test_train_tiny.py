@@ -28,7 +28,7 @@ from dllm_viz.train.data import (
     training_batch,
 )
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, masked_loss
-from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, lr_at, train
+from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, build_model, lr_at, train
 from dllm_viz.train.tokenizer import special_ids, train_tokenizer
 
 TINY = TrainConfig(
@@ -233,6 +233,45 @@ def test_trains_exports_and_resumes(tmp_path: Path) -> None:
     assert any(line.startswith("model ") and "start step 3" in line for line in lines)
     saved = torch.load(run_dir / CHECKPOINT_NAME, weights_only=False)
     assert saved["state"]["step"] == 5 and [h["step"] for h in saved["state"]["history"]] == [3, 5]
+
+
+def test_batches_built_by_worker_processes_train_the_same_weights(tmp_path: Path) -> None:
+    """Workers only change when a batch is built: the same 3 steps give the same weights.
+
+    The learning rate follows a cosine over wall time, so a huge budget pins it to the warmup
+    ramp (spawning the workers takes seconds). Equal to 1e-6, not bit for bit: two inline runs
+    already differ by ~1e-8 after 3 steps (CPU backward kernels do not promise a summation
+    order), while the steps move weights by > 1e-4.
+    """
+    config = replace(TINY, adaptive_threads=False, num_threads=1, minutes=1e9)
+    inline = train(tmp_path / "inline", config, export_dir=None)
+    with_workers = train(tmp_path / "workers", replace(config, data_workers=2), export_dir=None)
+    assert inline["step"] == with_workers["step"] == 3
+    a = torch.load(tmp_path / "inline" / CHECKPOINT_NAME, weights_only=False)["model"]
+    b = torch.load(tmp_path / "workers" / CHECKPOINT_NAME, weights_only=False)["model"]
+    torch.manual_seed(config.seed)
+    init = build_model(config.model, PreTrainedTokenizerFast.from_pretrained(tmp_path / "inline" / "tokenizer"))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], rtol=0, atol=1e-6) for k in a)
+    assert max((a[k] - v).abs().max().item() for k, v in init.state_dict().items()) > 1e-4
+    with pytest.raises(ValueError, match="data_workers"):
+        replace(TINY, data_workers=-1)
+
+
+def test_batch_source_builds_the_stream_in_any_order_and_names_bad_workers(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    from dllm_viz.train.prefetch import BatchSource
+
+    tokenizer.save_pretrained(tmp_path / "tok")
+    data = DataConfig(batch_size=3)
+    ids = special_ids(tokenizer)
+    with BatchSource(data, tokenizer, tmp_path / "tok", seed=1, workers=1, depth=2) as source:
+        for step in (0, 1, 5, 6):  # a skip drops the stale futures and still returns step 5
+            got = source.batch(step)
+            want = training_batch(data, tokenizer, ids, seed=1, step=step)
+            assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.labels, want.labels)
+    with pytest.raises(ValueError, match="workers"):
+        BatchSource(data, tokenizer, tmp_path / "tok", seed=1, workers=-1)
 
 
 def test_resume_without_checkpoint_says_what_to_do(tmp_path: Path) -> None:

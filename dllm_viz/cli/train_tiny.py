@@ -96,6 +96,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cpu (default), cuda, cuda:N or mps; on a GPU raise --batch-size (e.g. 256)",
     )
     parser.add_argument(
+        "--data-workers", type=int, default=d_train.data_workers,
+        help="processes building batches ahead (0: inline, right on 2 cores; on a GPU, e.g. 12)",
+    )  # fmt: skip
+    parser.add_argument(
         "--compile", action="store_true", help="torch.compile the model (slower on 2 cores)"
     )
 
@@ -126,6 +130,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         adaptive_threads=not args.fixed_threads,
         use_compile=args.compile,
         device=args.device,
+        data_workers=args.data_workers,
         data=data,
         model=model,
     )

@@ -32,8 +32,9 @@ from dllm_viz.train.checkpoint import (
     save_checkpoint,
 )
 from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
-from dllm_viz.train.data import PROMPT_TEMPLATE, Batch, training_batch
+from dllm_viz.train.data import PROMPT_TEMPLATE, Batch
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, heldout_metrics, masked_loss
+from dllm_viz.train.prefetch import BatchSource
 from dllm_viz.train.threads import ThreadTuner
 from dllm_viz.train.tokenizer import load_tokenizer, special_ids, train_tokenizer
 
@@ -112,6 +113,7 @@ class _Run:
     ckpt_path: Path
     export_dir: Path | None
     evals: list[tuple[str, float, Batch]]
+    batches: BatchSource
 
 
 def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[TrainConfig, TrainState]:
@@ -161,6 +163,7 @@ def _open_run(
     if saved is None and init_from is not None:
         config, state = _warm_start(init_from, run_dir, config)
     tokenizer = _tokenizer_for(run_dir, config, progress)
+    torch.manual_seed(config.seed)  # a fresh run's initial weights are a function of its seed
     model = build_model(config.model, tokenizer)
     if saved is None and init_from is not None:
         from safetensors.torch import load_file
@@ -182,7 +185,9 @@ def _open_run(
         tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
         limits=config.data.arith_limits(),
     )]  # fmt: skip
-    return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals)
+    batches = BatchSource(config.data, tokenizer, run_dir / TOKENIZER_DIR, seed=config.seed,
+                          workers=config.data_workers)
+    return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals, batches)
 
 
 def device_label(device: str, num_threads: int) -> str:
@@ -198,10 +203,7 @@ def _train_step(run: _Run, lr: float) -> tuple[float, int]:
     """One optimizer step on batch number `run.state.step`; returns (loss, tokens in batch)."""
     for group in run.opt.param_groups:
         group["lr"] = lr
-    ids = special_ids(run.tokenizer)
-    batch = training_batch(
-        run.config.data, run.tokenizer, ids, seed=run.config.seed, step=run.state.step
-    ).to(run.config.device)
+    batch = run.batches.batch(run.state.step).to(run.config.device)
     logits = bidirectional_logits(run.forward, batch.input_ids)
     loss = masked_loss(logits, batch, run.config.loss_weighting)
     run.opt.zero_grad(set_to_none=True)
@@ -291,6 +293,7 @@ def train(
                 last_log = now
     finally:
         signal.signal(signal.SIGTERM, previous)
+        run.batches.close()
     return {
         "step": state.step, "minutes": state.minutes, "best_step": state.best_step,
         "best_score": state.best_score, "metrics": metrics,
