@@ -32,7 +32,8 @@ def build_llada_1b(directory: Path, tokenizer_source: Path) -> Path:
         if (tokenizer_source / name).is_file():
             (directory / name).write_bytes((tokenizer_source / name).read_bytes())
     cfg = json.loads((tokenizer_source / "config.json").read_text())
-    cfg.update(d_model=2048, n_heads=16, n_kv_heads=16, n_layers=16, mlp_hidden_size=5632)
+    cfg.update(d_model=2048, n_heads=16, n_kv_heads=16, n_layers=16, mlp_hidden_size=5632,
+               max_sequence_length=4096)  # LLaDA 8B's context; the small source has 512
     (directory / "config.json").write_text(json.dumps(cfg))
     g = torch.Generator().manual_seed(0)
     d, ff, vocab = 2048, 5632, cfg["embedding_size"]
