@@ -53,9 +53,27 @@ def test_bundled_model_writes_held_out_code_that_passes_its_tests(bundled) -> No
     assert sum(r.correct for r in results) >= MIN_CODE_CORRECT_OF_20, [r.completion for r in results[:3]]
 
 
-# Measured on the committed step-12500 checkpoint (see MODEL_CARD.md): 18/20 arithmetic and 20/20
-# code with threshold 0.9 (the step-10250 model scored 8/20 and 19/20). One problem of slack
-# absorbs float differences between machines; a retrained model that scores lower than this on
-# the same 20 problems is a regression.
-MIN_CORRECT_OF_20 = 17
+@pytest.mark.parametrize("cache", ["prefix", "dual"])
+def test_cached_greedy_outputs_agree_with_uncached_on_held_out_arithmetic(bundled, cache: str) -> None:
+    """Issue #5: with a KV cache the greedy output equals the uncached one on >= 90% of problems.
+
+    The first 20 held-out problems at gen 128 (threshold 0.9, blocks of 32); BENCHMARKS.md reports
+    the figure on 200 problems at gen 256.
+    """
+    problems = heldout_problems("arith", 20)
+    config = DecodeConfig(gen_length=128, seed=0)
+    plain = Pipeline.from_names("threshold", block_length=32)
+    cached = Pipeline.from_names("threshold", block_length=32, cache=cache)
+    same = [run_problem(bundled, p, plain, config)[0].completion == run_problem(bundled, p, cached, config)[0].completion
+            for p in problems]
+    assert sum(same) >= MIN_CACHE_AGREEMENT_OF_20, same
+
+
+# Measured on the committed step-19250 checkpoint (see MODEL_CARD.md): 20/20 arithmetic and 20/20
+# code with threshold 0.9 (step 12500 scored 18/20 and 20/20, step 10250 8/20 and 19/20). One
+# problem of slack absorbs float differences between machines; a retrained model that scores lower
+# than this on the same 20 problems is a regression.
+MIN_CORRECT_OF_20 = 19
 MIN_CODE_CORRECT_OF_20 = 19
+# Measured: prefix 20/20 and dual 20/20 (the issue's bar, 90%, is 18/20).
+MIN_CACHE_AGREEMENT_OF_20 = 18

@@ -73,7 +73,7 @@ def test_llada_1b_cache_modes_on_cuda(tmp_path: Path) -> None:
             assert trace.is_complete
     for gen_length in (256, 512):
         base = results[(gen_length, "none")][0]
-        for cache in ("prefix", "dual"):
+        for cache in ("none", "prefix", "dual"):
             seconds, nfe = results[(gen_length, cache)]
             print(f"gen_length={gen_length} cache={cache} nfe={nfe} seconds={seconds:.3f} "
                   f"speedup={base / seconds:.2f}x")
