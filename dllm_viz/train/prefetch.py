@@ -61,7 +61,7 @@ class BatchSource:
         )
         self._depth = depth if depth is not None else 4 * workers
         self._pending: dict[int, Future[Batch]] = {}
-        self._pool = None
+        self._pool: ProcessPoolExecutor | None = None
         if workers:
             self._pool = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
