@@ -10,7 +10,6 @@ trains on exactly the batches of a run without (tests/test_train_tiny.py checks 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -56,9 +55,7 @@ class BatchSource:
         if workers < 0:
             raise ValueError(f"`workers` must be >= 0 (0 builds batches inline), got {workers}")
         self._config, self._seed = config, seed
-        self._inline: Callable[[int], Batch] = lambda step: training_batch(
-            config, tokenizer, special_ids(tokenizer), seed=seed, step=step
-        )
+        self._tokenizer, self._ids = tokenizer, special_ids(tokenizer)  # looked up once, not per step
         self._depth = depth if depth is not None else 4 * workers
         self._pending: dict[int, Future[Batch]] = {}
         self._pool: ProcessPoolExecutor | None = None
@@ -71,7 +68,7 @@ class BatchSource:
     def batch(self, step: int) -> Batch:
         """Batch number `step`; asks the workers for the next `depth` steps too."""
         if self._pool is None:
-            return self._inline(step)
+            return training_batch(self._config, self._tokenizer, self._ids, seed=self._seed, step=step)
         for ahead in range(step, step + max(1, self._depth)):
             if ahead not in self._pending:
                 self._pending[ahead] = self._pool.submit(_build, self._config, self._seed, ahead)
