@@ -110,6 +110,7 @@ def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeC
         softmax_dtype=_SOFTMAX_DTYPES[config.softmax_dtype],
         suppress_ids=(info.eos_token_id,) if config.suppress_eos else (),
         deprioritize_ids=info.stop_token_ids if config.deprioritize_eos else (),
+        never_ids=(info.mask_token_id,),
     )
     return {
         "candidate": stats.candidate.cpu().numpy().astype(np.int64),

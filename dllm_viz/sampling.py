@@ -55,6 +55,7 @@ def summarize(
     softmax_dtype: torch.dtype = torch.float64,
     suppress_ids: tuple[int, ...] = (),
     deprioritize_ids: tuple[int, ...] = (),
+    never_ids: tuple[int, ...] = (),
 ) -> PositionStats:
     """Candidates and their statistics for each row of `logits`, computed in row chunks.
 
@@ -63,7 +64,7 @@ def summarize(
     """
     parts = [summarize_rows(logits[i : i + CHUNK_ROWS], temperature=temperature, generator=generator,
                             softmax_dtype=softmax_dtype, suppress_ids=suppress_ids,
-                            deprioritize_ids=deprioritize_ids)
+                            deprioritize_ids=deprioritize_ids, never_ids=never_ids)
              for i in range(0, max(logits.shape[0], 1), CHUNK_ROWS)]
     if len(parts) == 1:
         return parts[0]
@@ -79,6 +80,7 @@ def summarize_rows(
     softmax_dtype: torch.dtype = torch.float64,
     suppress_ids: tuple[int, ...] = (),
     deprioritize_ids: tuple[int, ...] = (),
+    never_ids: tuple[int, ...] = (),
 ) -> PositionStats:
     """Candidates and their statistics for each row of `logits` (positions x vocab).
 
@@ -97,7 +99,12 @@ def summarize_rows(
     if suppress_ids:
         logits = logits.clone()
         logits[:, list(suppress_ids)] = float("-inf")
-    candidate = gumbel_argmax(logits, temperature, generator)
+    if never_ids:
+        choosable = logits.clone()
+        choosable[:, list(never_ids)] = float("-inf")
+        candidate = gumbel_argmax(choosable, temperature, generator)
+    else:
+        candidate = gumbel_argmax(logits, temperature, generator)
     log_p = torch.log_softmax(logits.to(softmax_dtype), dim=-1)
     p = log_p.exp()
     top2 = p.topk(2, dim=-1).values if p.shape[-1] > 1 else torch.cat([p, torch.zeros_like(p)], -1)

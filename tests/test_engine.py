@@ -170,3 +170,26 @@ def test_decode_config_validation(bad: dict) -> None:
 def test_is_any_of_equals_np_isin(values: list[int], ids: list[int]) -> None:
     array, id_array = np.array(values, dtype=np.int64), np.array(ids, dtype=np.int64)
     np.testing.assert_array_equal(is_any_of(array, id_array), np.isin(array, id_array))
+
+
+class _MaskLovingToy(ToyAdapter):
+    """An untrained model's failure mode: [MASK] is every position's top logit."""
+
+    def _toy_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = super()._toy_logits(tokens)
+        out[:, 0] = 50.0  # toy.MASK
+        return out
+
+
+@pytest.mark.parametrize(("rule", "cache"), [("fixed_steps", "none"), ("threshold", "none"),
+                                             ("threshold", "dual"), ("cora", "prefix")])
+def test_a_model_that_ranks_mask_first_still_decodes_every_position_once(rule: str, cache: str) -> None:
+    """Found on a random LLaDA-8B-shaped model on CUDA: committing the [MASK] candidate left the
+    position masked, so it was committed again and the trace was refused. The mask token is never a
+    candidate now; confidences keep the full softmax."""
+    adapter = _MaskLovingToy()
+    pipeline = Pipeline.from_names(rule, block_length=8, cache=cache)
+    trace = decode(adapter, [5, 6, 7], pipeline, DecodeConfig(gen_length=32))
+    assert trace.is_complete
+    assert int(trace.committed.sum(axis=0).max()) == 1
+    assert 0 not in trace.tokens[-1].tolist()

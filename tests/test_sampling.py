@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from dllm_viz.sampling import gumbel_argmax, summarize
@@ -79,3 +80,17 @@ def test_chunked_summary_equals_one_pass(monkeypatch) -> None:
     chunked = sampling.summarize(logits)
     for name in ("candidate", "confidence", "margin", "entropy"):
         torch.testing.assert_close(getattr(chunked, name), getattr(whole, name))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_never_ids_are_not_candidates_but_stay_in_the_softmax(temperature: float) -> None:
+    """The mask token: never chosen, yet the confidence is the full-vocabulary probability."""
+    logits = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
+    logits[:, 0] = 20.0  # id 0 ranks first everywhere
+    stats = summarize(logits, temperature=temperature, generator=torch.Generator().manual_seed(2),
+                      never_ids=(0,))
+    assert (stats.candidate != 0).all()
+    probs = torch.softmax(logits.double(), -1)
+    torch.testing.assert_close(stats.confidence, probs.gather(-1, stats.candidate[:, None])[:, 0])
+    if temperature == 0.0:
+        assert stats.candidate.tolist() == logits[:, 1:].argmax(-1).add(1).tolist()
