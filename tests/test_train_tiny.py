@@ -257,6 +257,25 @@ def test_batches_built_by_worker_processes_train_the_same_weights(tmp_path: Path
         replace(TINY, data_workers=-1)
 
 
+def test_batch_workers_are_closed_when_training_fails_before_its_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers are processes: an error between opening the run and its loop must not leak them."""
+    import dllm_viz.train.tiny as tiny_module
+
+    closed: list[bool] = []
+    monkeypatch.setattr(tiny_module.BatchSource, "close", lambda self: closed.append(True))
+
+    def failing_progress(line: str) -> None:
+        if line.startswith("model "):
+            raise RuntimeError("progress sink failed")
+
+    with pytest.raises(RuntimeError, match="progress sink failed"):
+        train(tmp_path / "run", replace(TINY, adaptive_threads=False, num_threads=1), export_dir=None,
+              progress=failing_progress)
+    assert closed == [True]
+
+
 def test_batch_source_builds_the_stream_in_any_order_and_names_bad_workers(
     tokenizer: PreTrainedTokenizerFast, tmp_path: Path
 ) -> None:

@@ -245,6 +245,14 @@ def train(
         Path(run_dir), config, resume, None if export_dir is None else Path(export_dir), progress,
         None if init_from is None else Path(init_from),
     )
+    try:  # the batch workers are processes: close them whatever happens from here on
+        return _run_session(run, progress)
+    finally:
+        run.batches.close()
+
+
+def _run_session(run: _Run, progress: Progress) -> dict[str, Any]:
+    """Train an opened run for its time budget; evaluate, checkpoint and export as it goes."""
     config, state = run.config, run.state
     num_params = sum(p.numel() for p in run.model.parameters())
     progress(
@@ -293,7 +301,6 @@ def train(
                 last_log = now
     finally:
         signal.signal(signal.SIGTERM, previous)
-        run.batches.close()
     return {
         "step": state.step, "minutes": state.minutes, "best_step": state.best_step,
         "best_score": state.best_score, "metrics": metrics,
