@@ -36,6 +36,21 @@ def test_bundled_model_loads_offline_with_its_special_ids(bundled) -> None:
     assert bundled.info.mask_token_id == vocab["[MASK]"] and bundled.info.eos_token_id == vocab["<eos>"]
 
 
+def test_bundled_model_loads_the_weights_from_pretrained_would(bundled) -> None:
+    """load() fills a meta-built LlamaForCausalLM (faster); it must be the very same model."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    reference = LlamaForCausalLM.from_pretrained(str(TINY_DIR), dtype=torch.float32).eval()
+    ours = bundled.model.state_dict()
+    assert ours.keys() == reference.state_dict().keys()
+    assert all(torch.equal(ours[k], v) for k, v in reference.state_dict().items())
+    ids = torch.tensor([[5, 17, 40, 2, 2, 2, 2]])
+    with torch.inference_mode():
+        torch.testing.assert_close(bundled.model(input_ids=ids).logits, reference(input_ids=ids).logits,
+                                   rtol=0, atol=0)
+
+
 def test_bundled_model_solves_held_out_arithmetic(bundled) -> None:
     """Greedy threshold decoding (seed 0) must get some of the first 20 held-out problems right."""
     problems = heldout_problems("arith", 20)
