@@ -99,6 +99,13 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
     pipeline.validate(config.gen_length)
 
 
+class NonFiniteLogitsError(ValueError):
+    """The model's logits hold NaN or inf (overflowing weights or dtype): no candidate is meaningful.
+
+    A ValueError, so the app shows it like any other bad setting instead of failing.
+    """
+
+
 def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeConfig,
                    generator: torch.Generator | None) -> dict[str, np.ndarray]:
     """Candidate statistics of logits rows as numpy arrays."""
@@ -112,9 +119,17 @@ def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeC
         deprioritize_ids=info.stop_token_ids if config.deprioritize_eos else (),
         never_ids=(info.mask_token_id,),
     )
+    confidence = stats.confidence.double().cpu().numpy()
+    if not np.isfinite(confidence).all():
+        bad = int((~np.isfinite(confidence)).sum())
+        raise NonFiniteLogitsError(
+            f"the model returned NaN or infinite logits at {bad} of {confidence.size} positions: its "
+            f"weights or its dtype ({info.dtype}) overflow. Load it in float32 (CLI: --dtype float32; "
+            "Python: load(..., dtype='float32')) or check the checkpoint"
+        )
     return {
         "candidate": stats.candidate.cpu().numpy().astype(np.int64),
-        "confidence": stats.confidence.double().cpu().numpy(),
+        "confidence": confidence,
         "margin": stats.margin.double().cpu().numpy(),
         "entropy": stats.entropy.double().cpu().numpy(),
     }

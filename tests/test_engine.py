@@ -193,3 +193,27 @@ def test_a_model_that_ranks_mask_first_still_decodes_every_position_once(rule: s
     assert trace.is_complete
     assert int(trace.committed.sum(axis=0).max()) == 1
     assert 0 not in trace.tokens[-1].tolist()
+
+
+class _OverflowingToy(ToyAdapter):
+    """What fp16 overflow looks like: some rows of the logits are NaN or inf."""
+
+    def __init__(self, bad: float) -> None:
+        super().__init__()
+        self.bad = bad
+
+    def _toy_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = super()._toy_logits(tokens)
+        out[4:6, 7] = self.bad
+        return out
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("cache", ["none", "dual"])
+def test_nan_or_inf_logits_stop_the_decode_with_the_fix(bad: float, cache: str) -> None:
+    """Without the check the NaN rows produced a corrupt trace ("commits some position more than once")."""
+    from dllm_viz.engine import NonFiniteLogitsError
+
+    with pytest.raises(NonFiniteLogitsError, match=r"NaN or infinite logits at 2 of \d+ positions.*--dtype float32"):
+        decode(_OverflowingToy(bad), [5, 6, 7], Pipeline.from_names("threshold", block_length=8, cache=cache),
+               DecodeConfig(gen_length=32))
