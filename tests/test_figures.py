@@ -186,3 +186,16 @@ def test_token_text_is_escaped_once_per_column_label() -> None:
 def test_pooled_labels_name_the_position_range() -> None:
     fig = confidence_heatmap(make_trace(4, 10), max_positions=4)
     assert [x.split(":")[0] for x in fig.data[0].x] == ["0-2", "3-5", "6-8", "9-9"]
+
+
+def test_short_traces_tick_whole_steps_and_titles_keep_the_label_on_a_second_line() -> None:
+    """A 3-pass trace got ticks at 0, 0.5, 1, ...; half-width titles clipped the label and NFE."""
+    from dllm_viz.figures import refinement_dumbbell, step_summary_strip
+
+    trace = make_trace(3, 6)
+    heat = confidence_heatmap(trace)
+    assert heat.layout.yaxis.dtick == 1
+    assert step_summary_strip(trace).layout.xaxis5.dtick == 1 and refinement_dumbbell(trace).layout.xaxis.dtick == 1
+    first, second = heat.layout.title.text.split("<br>")
+    assert first == "Confidence per position over steps" and f"NFE {trace.nfe}" in second
+    assert confidence_heatmap(make_trace(40, 6)).layout.yaxis.dtick is None  # plotly's own ticks

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._layout import axis, plotly_text, token_texts
+from dllm_viz.figures._layout import axis, plotly_text, step_ticks, token_texts
 from dllm_viz.figures._pooling import PooledGrid, PoolHow, bin_starts, pool_2d, pool_grid
 from dllm_viz.trace import Trace
 
@@ -107,7 +107,8 @@ def grid_axes(fig: go.Figure, grid: StepGrid) -> go.Figure:
     fig.update_layout(
         xaxis=axis(position_title, type="category", categoryorder="array", categoryarray=grid.labels,
                    range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, tickangle=-60),
-        yaxis=axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False),
+        yaxis=axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False,
+                   **step_ticks(grid.num_steps if grid.row_factor == 1 else 11)),
         barmode="overlay",
     )
     return fig

@@ -113,12 +113,31 @@ def axis(title: str, **options: Any) -> dict[str, Any]:
     return {"title": {"text": title}, **options}
 
 
+def step_ticks(num_steps: int) -> dict[str, Any]:
+    """Axis options that keep a step axis on whole steps.
+
+    Plotly picks half-step ticks (0, 0.5, 1, ...) for ranges of a few steps, which a fast policy's
+    3-pass trace has; one tick a step up to 10 steps, plotly's own (whole) ticks beyond.
+    """
+    return {"dtick": 1} if num_steps <= 10 else {}
+
+
+def titled(what: str, *details: str) -> str:
+    """A figure title: what the chart shows, then the trace's details on a smaller second line.
+
+    Half-width charts (two to a row in the app) clipped one-line titles after ~45 characters,
+    cutting off the policy label and NFE, which are the part a reader compares.
+    """
+    shown = [d for d in details if d]
+    return f"{what}<br><sup>{' · '.join(shown)}</sup>" if shown else what
+
+
 def finish_layout(fig: go.Figure, *, title: str, height: int | None = None, **options: Any) -> go.Figure:
     """Apply the shared margins, title, legend placement and white template; returns `fig`."""
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left"},
         template=TEMPLATE,
-        margin={"l": 60, "r": 20, "t": 60, "b": 60},
+        margin={"l": 60, "r": 20, "t": 80 if "<br>" in title else 60, "b": 60},
         legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
         height=height,
         **options,

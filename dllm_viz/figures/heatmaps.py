@@ -24,6 +24,7 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     position_labels,
+    titled,
     trace_label,
 )
 from dllm_viz.figures._pooling import QUANT_LEVELS, QUANT_NO_DATA, PoolHow, quantize
@@ -119,7 +120,7 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
         fig.add_trace(volatility_band_edges(trace.extras[VOLATILITY_REGION], grid))
     if show_commits and trace.num_steps:
         fig.add_trace(commit_markers(trace, grid))
-    default = f"{spec.name.capitalize()} per position over steps: {trace_label(trace)}, NFE {trace.nfe}"
+    default = titled(f"{spec.name.capitalize()} per position over steps", trace_label(trace), f"NFE {trace.nfe}")
     grid_axes(fig, grid)
     return finish_layout(fig, title=title or default, plot_bgcolor=NO_DATA_COLOR)
 

@@ -18,6 +18,8 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     plotly_text,
+    step_ticks,
+    titled,
     token_texts,
     trace_label,
 )
@@ -99,11 +101,11 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
         x=commit[has_commit], y=positions[has_commit], text=texts[has_commit].tolist(), mode="markers",
         name="commit step", marker={"color": COMMIT_COLOR, "size": 7, "symbol": "diamond"},
         hovertemplate="position %{y}: %{text}<br>committed at step %{x}<extra></extra>"))
-    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]),
+    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
                       yaxis=axis("position", autorange="reversed"))
     share = wasted_refinement_fraction(trace)
     fig.add_annotation(text=f"{share:.1%} of token-steps were spent on positions whose answer was already "
                             "settled", xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, font={"size": 12})
-    default = f"Redundant refinement: {trace_label(trace)}, NFE {trace.nfe}"
+    default = titled("Redundant refinement", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))

@@ -22,6 +22,8 @@ from dllm_viz.figures._layout import (
     masked_before,
     plotly_text,
     reason_names,
+    step_ticks,
+    titled,
     token_texts,
     trace_label,
 )
@@ -130,7 +132,7 @@ def persistence_runs_bar(trace: Trace, *, delta_p: float = 0.97, m: int = 2, max
         note += f"; {hidden} shortest runs not drawn"
     fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, font={"size": 11})
-    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]),
+    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
                       yaxis=axis("position", autorange="reversed"), barmode="overlay", bargap=0.1)
-    default = f"Persistence runs of the top-1 candidate: {trace_label(trace)}, {len(runs)} runs"
+    default = titled("Persistence runs of the top-1 candidate", trace_label(trace), f"{len(runs)} runs")
     return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))

@@ -11,7 +11,16 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, masked_before, nanstat, trace_label
+from dllm_viz.figures._layout import (
+    OKABE_ITO,
+    axis,
+    finish_layout,
+    masked_before,
+    nanstat,
+    step_ticks,
+    titled,
+    trace_label,
+)
 from dllm_viz.trace import Trace
 
 SERIES_NAMES: tuple[str, ...] = (
@@ -109,8 +118,9 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     for row, name in enumerate(("commits", "masked", "confidence", "NFE", "time (ms)"), start=1):
         fig.update_yaxes(axis(name), row=row, col=1)
     fig.update_yaxes(range=[0, 1.02], row=3, col=1)
-    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5]), row=5, col=1)
+    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
+                     row=5, col=1)
     tps = trace.summary()["tokens_per_step"]
-    default = f"Per-step summary: {trace_label(trace)}, NFE {trace.nfe}, {tps:.2f} tokens/step"
+    default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step")
     return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1,
                          barmode="stack")

@@ -31,6 +31,7 @@ from dllm_viz.figures._layout import (
     mask_token_id,
     plotly_text,
     reason_names,
+    titled,
     token_texts,
     trace_label,
 )
@@ -216,7 +217,7 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
                                             colorscale=STEP_SCALE, name="commit step",
                                             colorbar={"title": {"text": "commit step"}})))
     fig.update_layout(plot_bgcolor=NO_DATA_COLOR)
-    default = f"Commit order: {trace_label(trace)}, NFE {trace.nfe}"
+    default = titled("Commit order", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
 
 

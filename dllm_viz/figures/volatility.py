@@ -17,6 +17,7 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     stop_token_ids,
+    titled,
     trace_label,
 )
 from dllm_viz.figures.overlays import block_boundaries
@@ -102,7 +103,7 @@ def volatility_band_heatmap(trace: Trace, *, floor_threshold: float = 0.1, show_
     if show_blocks and trace.num_steps:
         fig.add_trace(block_boundaries(trace, grid))
     grid_axes(fig, grid)
-    default = f"Volatility band ({source}) and adaptive blocks: {trace_label(trace)}, NFE {trace.nfe}"
+    default = titled(f"Volatility band ({source}) and adaptive blocks", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default)
 
 
@@ -139,4 +140,4 @@ def volatility_profile(trace: Trace, step: int | None = None, *, floor_threshold
     fig.update_layout(xaxis=axis("position", range=[-0.5, max(trace.gen_length, 1) - 0.5]),
                       yaxis=axis("confidence", range=[0, 1.02]))
     where = "initial canvas" if s < 0 else f"step {s}"
-    return finish_layout(fig, title=title or f"Confidence profile at {where}: {trace_label(trace)}")
+    return finish_layout(fig, title=title or titled(f"Confidence profile at {where}", trace_label(trace)))
