@@ -92,6 +92,23 @@ def sample_prompts() -> dict[str, str]:
     return out
 
 
+def require_app_frame() -> None:
+    """Make sure this page runs inside app.py's navigation, not Streamlit's legacy pages/ mode.
+
+    Streamlit 1.67 treats a `pages/` folder beside the entrypoint as a legacy multipage app until
+    some session's app.py calls st.navigation: on a freshly started server, a first visit to a
+    deep link (e.g. a shared `/tune?...` URL) ran pages/tune.py alone, without the sidebar or the
+    top navigation, and listed every helper module in pages/ as a page. Every page calls this
+    first: in that state it switches Streamlit to st.navigation mode (the flag st.navigation
+    itself clears) and reruns, and the rerun goes through app.py to the same page and URL.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def sidebar() -> None:
     """Model, device and seed controls shared by every page."""
     with st.sidebar:

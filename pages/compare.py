@@ -26,6 +26,7 @@ from pages.common import (
     dense_pipeline,
     diff_html,
     prompt_input,
+    require_app_frame,
 )
 from pages.sweep import run_sweep, sweep_rows
 from pages.views import on_step_axis
@@ -33,6 +34,7 @@ from pages.widgets import gen_length_input, policy_form
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
 
+require_app_frame()
 st.title("Compare")
 st.caption("Several policies on the same prompt and seed, each against the dense baseline (one token per step).")
 

@@ -13,13 +13,14 @@ from typing import Any
 import streamlit as st
 
 from dllm_viz.stepper import Stepper
-from pages.common import check_prompt, controller_dir, current_model, decode_config, prompt_input
+from pages.common import check_prompt, controller_dir, current_model, decode_config, prompt_input, require_app_frame
 from pages.stepping import advance, run_to_end, show_latest
 from pages.views import trace_view
 from pages.widgets import controller_choices, gen_length_input, policy_form
 
 SPEEDS = {"slow": 1.0, "normal": 0.5, "fast": 0.2}
 
+require_app_frame()
 st.title("Decode")
 st.caption("Watch a masked diffusion LM fill its canvas. Every setting is in the address bar: copy it to share "
            "this view. Keys: → one step, Space play/pause, ← scrub back.")

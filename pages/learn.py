@@ -14,7 +14,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
 from dllm_viz.trace import Trace
-from pages.common import current_model, decode_with_bar, model_turn, sample_prompts
+from pages.common import current_model, decode_with_bar, model_turn, require_app_frame, sample_prompts
 
 GEN = 32
 CHAPTERS = {
@@ -37,6 +37,7 @@ CHAPTERS = {
              "NFE drops below the one-token-per-step baseline. Lower τ: fewer passes, more risk of mistakes.",
 }
 
+require_app_frame()
 st.title("Learn: how a diffusion LM decodes")
 chapter = str(st.segmented_control("Chapter", list(CHAPTERS), default=next(iter(CHAPTERS)), required=True,
                                    key="chapter", bind="query-params"))

@@ -15,10 +15,11 @@ import streamlit as st
 
 from dllm_viz import figures
 from dllm_viz.trace import Trace, TraceFileError, load_trace
-from pages.common import set_trace, share_query, trace_dir
+from pages.common import require_app_frame, set_trace, share_query, trace_dir
 from pages.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
 from pages.views import trace_view
 
+require_app_frame()
 st.title("Traces")
 folder = Path(st.text_input("Trace directory", str(trace_dir()), key="traces_dir",
                             help="set DLLM_VIZ_TRACE_DIR to change the default")).expanduser()

@@ -16,12 +16,13 @@ import streamlit as st
 from dllm_viz.models import ModelAdapter
 from dllm_viz.tasks import TASKS, get_task
 from dllm_viz.train.controller import ControllerConfig, train_controller
-from pages.common import controller_dir, current_model, model_turn
+from pages.common import controller_dir, current_model, model_turn, require_app_frame
 from pages.widgets import trained_controllers
 
 EPOCH = re.compile(r"epoch (\d+)/\d+ loss ([\d.]+) val precision ([\d.]+) recall ([\d.]+)")
 WEIGHT_KEYS = {"tspd": "controller_weights", "learn2pd": "filter_weights"}
 
+require_app_frame()
 st.title("Train")
 st.caption("Oracle imitation: a position's label is 1 when its current candidate is the token the dense run "
            "finally wrote there. TSPD learns an LSTM gate over steps; Learn2PD a filter over the window.")

@@ -25,12 +25,14 @@ from pages.common import (
     diff_html,
     metrics_row,
     prompt_input,
+    require_app_frame,
     set_trace,
 )
 from pages.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
 from pages.views import scrubber
 from pages.widgets import component_fields, field_specs, gen_length_input
 
+require_app_frame()
 st.title("Tune")
 mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", required=True, key="tune_mode",
                             bind="query-params")

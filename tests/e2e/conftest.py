@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -65,16 +66,12 @@ def app_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"traces": base / "traces", "controllers": base / "controllers"}
 
 
-@pytest.fixture(scope="session")
-def app_url(tiny_dir: Path, app_dirs: dict[str, Path]) -> Iterator[str]:
-    """URL of a running `streamlit run app.py` on the random tiny checkpoint."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} not found")
+@contextmanager
+def serve_app(env: dict[str, str], log_name: str = "streamlit.log") -> Iterator[str]:
+    """A fresh `streamlit run app.py` on a free local port; yields its URL, stops it after."""
     port = _free_port()
-    env = {**os.environ, "DLLM_VIZ_MODEL": str(tiny_dir), "DLLM_VIZ_TRACE_DIR": str(app_dirs["traces"]),
-           "DLLM_VIZ_CONTROLLER_DIR": str(app_dirs["controllers"]), "OMP_NUM_THREADS": "1"}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = (ARTIFACTS / "streamlit.log").open("wb")
+    log = (ARTIFACTS / log_name).open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
@@ -91,6 +88,22 @@ def app_url(tiny_dir: Path, app_dirs: dict[str, Path]) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def app_env(tiny_dir: Path, app_dirs: dict[str, Path]) -> dict[str, str]:
+    """The server's environment: the small random checkpoint and empty trace/controller dirs."""
+    return {**os.environ, "DLLM_VIZ_MODEL": str(tiny_dir), "DLLM_VIZ_TRACE_DIR": str(app_dirs["traces"]),
+            "DLLM_VIZ_CONTROLLER_DIR": str(app_dirs["controllers"]), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def app_url(app_env: dict[str, str]) -> Iterator[str]:
+    """URL of a running `streamlit run app.py` on the random tiny checkpoint."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} not found")
+    with serve_app(app_env) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
