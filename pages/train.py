@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dllm_viz.models import ModelAdapter
+from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.tasks import TASKS, get_task
 from dllm_viz.train.controller import ControllerConfig, train_controller
 from pages.common import controller_dir, current_model, model_turn, require_app_frame
@@ -91,9 +92,16 @@ if result := st.session_state.get("train_result"):
     z.metric("Validation recall", f"{validation.get('recall', 0):.3f}", border=True)
 
 st.subheader("Trained controllers")
+bundled = trained_controllers(BUNDLED_CONTROLLERS)
+if bundled:
+    st.caption("Bundled, trained on the tiny model; the TSPD and Learn2PD rules use them when their weights field "
+               "is `bundled` (the default): " + "; ".join(
+                   f"**{Path(path).name}** ({card.get('kind')}, {card.get('prompts')} prompts, val precision "
+                   f"{card.get('validation', {}).get('precision', 0):.3f}, recall "
+                   f"{card.get('validation', {}).get('recall', 0):.3f})" for path, card in bundled.items()))
 found = trained_controllers(controller_dir())
 if not found:
-    st.info(f"None yet in {controller_dir()}.")
+    st.info(f"None of your own yet in {controller_dir()}: train one above.")
 for path, card in found.items():
     with st.container(border=True):
         left, right = st.columns([4, 1], vertical_alignment="center")
