@@ -29,7 +29,6 @@ from pages.common import (
     require_app_frame,
 )
 from pages.sweep import run_sweep, sweep_rows
-from pages.views import on_step_axis
 from pages.widgets import gen_length_input, policy_form
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
@@ -93,7 +92,8 @@ def show_one(results: list) -> None:
             st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
                       delta_color="off", border=True)
             st.html(diff_html(str(dense.meta["answer_text"]), str(trace.meta["answer_text"])))
-            st.plotly_chart(on_step_axis(figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}"), longest),
+            heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
+            st.plotly_chart(figures.share_step_axis(heatmap, longest),
                             key=f"cmp_heat_{trace.meta['label']}", theme=None)
     st.caption(f"Dense output (reference for the highlighted differences): {dense.meta['answer_text']!r}, "
                f"NFE {dense.nfe}")

@@ -73,11 +73,6 @@ def with_playhead(fig: go.Figure, step: int) -> go.Figure:
     return out
 
 
-def on_step_axis(fig: go.Figure, num_steps: int) -> go.Figure:
-    """Set a step heatmap's y range to [0, num_steps) so several share one step axis."""
-    return fig.update_yaxes(range=[max(num_steps, 1) - 0.5, -0.5])
-
-
 def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace | None = None) -> None:
     """Everything about one trace; `prefix` keeps widget keys apart between pages."""
     metrics_row(trace, baseline=baseline)

@@ -199,3 +199,12 @@ def test_short_traces_tick_whole_steps_and_titles_keep_the_label_on_a_second_lin
     first, second = heat.layout.title.text.split("<br>")
     assert first == "Confidence per position over steps" and f"NFE {trace.nfe}" in second
     assert confidence_heatmap(make_trace(40, 6)).layout.yaxis.dtick is None  # plotly's own ticks
+
+
+def test_a_short_trace_on_a_long_shared_step_axis_gets_the_long_axis_ticks() -> None:
+    """Compare puts a 5-step heatmap on dense's 128-step axis: one tick a step drew 128 labels."""
+    from dllm_viz.figures import share_step_axis
+
+    fig = share_step_axis(confidence_heatmap(make_trace(4, 6)), 128)
+    assert tuple(fig.layout.yaxis.range) == (127.5, -0.5) and fig.layout.yaxis.dtick is None
+    assert share_step_axis(confidence_heatmap(make_trace(4, 6)), 6).layout.yaxis.dtick == 1

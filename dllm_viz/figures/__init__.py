@@ -11,7 +11,13 @@ from dllm_viz.figures._pooling import PooledGrid, pool_grid
 from dllm_viz.figures.compare import nfe_accuracy_scatter, nfe_bar, pareto_front, step_series_lines
 from dllm_viz.figures.export import figure_html, replay_figure, replay_html
 from dllm_viz.figures.forecast import kalman_forecast_bands
-from dllm_viz.figures.heatmaps import confidence_heatmap, entropy_heatmap, margin_heatmap, tspd_gate_heatmap
+from dllm_viz.figures.heatmaps import (
+    confidence_heatmap,
+    entropy_heatmap,
+    margin_heatmap,
+    share_step_axis,
+    tspd_gate_heatmap,
+)
 from dllm_viz.figures.refinement import refinement_dumbbell, settled_step, wasted_refinement_fraction
 from dllm_viz.figures.runs import CandidateRuns, candidate_runs, persistence_runs_bar
 from dllm_viz.figures.summary import step_series, step_summary_strip
@@ -38,6 +44,7 @@ __all__ = [
     "replay_figure",
     "replay_html",
     "settled_step",
+    "share_step_axis",
     "step_series",
     "step_series_lines",
     "step_summary_strip",

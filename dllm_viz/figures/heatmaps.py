@@ -24,6 +24,7 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     position_labels,
+    step_ticks,
     titled,
     trace_label,
 )
@@ -187,3 +188,14 @@ def tspd_gate_heatmap(trace: Trace, *, title: str | None = None, show_commits: b
     return quantity_heatmap(trace, trace.extras[TSPD_GATE], GATE, title=title, show_commits=show_commits,
                             show_blocks=show_blocks, show_bands=False, max_steps=max_steps,
                             max_positions=max_positions, quantize_z=quantize)
+
+
+def share_step_axis(fig: go.Figure, num_steps: int) -> go.Figure:
+    """Give a step heatmap the y range [0, num_steps) so several share one step axis.
+
+    The ticks follow the shared range, not the figure's own trace: a 5-step heatmap drawn on a
+    128-step axis must not keep one tick per step.
+    """
+    fig.update_yaxes(range=[max(num_steps, 1) - 0.5, -0.5])
+    fig.layout.yaxis.dtick = step_ticks(num_steps).get("dtick")
+    return fig
