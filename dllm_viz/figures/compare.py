@@ -92,8 +92,9 @@ def step_series_lines(traces: Sequence[Trace], *, series: str = "committed_fract
                                                "<extra></extra>"))
     x_title = "decode progress (step / NFE)" if x == "progress" else "step"
     fig.update_layout(xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")))
-    return finish_layout(fig, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
-                         hovermode="x unified")
+    finish_layout(fig, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
+                  hovermode="x unified")
+    return fig.update_layout(legend_y=-0.25)  # below the x-axis title, which the shared -0.15 overlapped
 
 
 def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
