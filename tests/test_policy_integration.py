@@ -53,3 +53,11 @@ def test_cli_accepts_a_full_composition(tiny_dir: Path, tmp_path: Path, capsys: 
     assert "policy=adablock8(" in out and "+cora0.5(1)+kalman0.8+eos0.8" in out
     meta = load_trace(tmp_path / "t.npz").meta
     assert meta["pipeline"]["block"]["delimiters"] == ["\n", "."]
+
+
+def test_labels_show_delimiters_as_text_not_python_reprs() -> None:
+    """AdaBlock resolved for a family carries ('\\n',); titles showed the tuple's repr."""
+    from dllm_viz.policies import Pipeline
+
+    pipe = Pipeline.from_names("cora", block="adablock", extrapolate="kalman").resolve("tiny", ("\n", "."))
+    assert pipe.label == "adablock32(0.9,⏎|.)+cora0.97+kalman0.9"

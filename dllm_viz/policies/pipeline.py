@@ -124,6 +124,18 @@ def _short(component: Any) -> str:
     values = {f.name: getattr(component, f.name) for f in fields(component)}
     defaults = {f.name: f.default for f in fields(component)}
     names = list(values)
-    head = "" if not names or values[names[0]] is None else str(values[names[0]])
-    rest = [str(values[n]) for n in names[1:] if values[n] != defaults[n]]
+    head = "" if not names or values[names[0]] is None else _value_text(values[names[0]])
+    rest = [_value_text(values[n]) for n in names[1:] if values[n] != defaults[n]]
     return type(component).name + head + (f"({','.join(rest)})" if rest else "")
+
+
+def _value_text(value: Any) -> str:
+    """A field value as a label shows it: sequences joined by '|', a newline as '⏎'.
+
+    AdaBlock's delimiters made labels like `adablock32(0.9,('\\n',))` in every figure title.
+    """
+    if isinstance(value, tuple | list):
+        return "|".join(_value_text(v) for v in value)
+    if isinstance(value, str):
+        return value.replace("\n", "⏎").replace("\t", "⇥") or "''"
+    return str(value)
