@@ -61,3 +61,6 @@ def test_labels_show_delimiters_as_text_not_python_reprs() -> None:
 
     pipe = Pipeline.from_names("cora", block="adablock", extrapolate="kalman").resolve("tiny", ("\n", "."))
     assert pipe.label == "adablock32(0.9,⏎|.)+cora0.97+kalman0.9"
+    assert Pipeline.from_names("tspd").label == "fixed32+tspd:bundled"  # not "tspdbundled"
+    assert Pipeline.from_names("learn2pd", filter_weights="/x/my_filter.safetensors").label == (
+        "fixed32+learn2pd:my_filter")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from pathlib import PurePath
 from typing import Any, Literal
 
 from dllm_viz.policies.base import (
@@ -124,7 +125,11 @@ def _short(component: Any) -> str:
     values = {f.name: getattr(component, f.name) for f in fields(component)}
     defaults = {f.name: f.default for f in fields(component)}
     names = list(values)
-    head = "" if not names or values[names[0]] is None else _value_text(values[names[0]])
+    first = values[names[0]] if names else None
+    # Numbers read glued (`threshold0.9`); words and weight files after a colon (`tspd:bundled`,
+    # `dream:entropy`, `learn2pd:my_filter`), not run together as `tspdbundled`.
+    head = ("" if first is None else f":{PurePath(first).stem}" if isinstance(first, str)
+            else _value_text(first))
     rest = [_value_text(values[n]) for n in names[1:] if values[n] != defaults[n]]
     return type(component).name + head + (f"({','.join(rest)})" if rest else "")
 
