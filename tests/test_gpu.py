@@ -1,9 +1,11 @@
 """GPU checks (marked `gpu`, skipped without CUDA): a LLaDA-shaped model in bf16 on CUDA.
 
-Builds a randomly initialised LLaDA-format checkpoint of about 1B parameters on disk (no
-download), loads it through our LLaDA path, and compares no cache / prefix / dual cache
-wall-clock in one process. Prints ratios; asserts only behaviour, never timings. Run with
-`python -m pytest tests/test_gpu.py -s` on a CUDA machine.
+Builds randomly initialised LLaDA-format checkpoints on disk (no download): ~1B parameters, and
+LLaDA-8B's transformer (~13 GB of bf16, needs ~30 GB of disk and GPU memory), loads them through
+our LLaDA path, and compares no cache / prefix / dual cache wall-clock in one process (the 8B one
+with a short and a ~1k-token prompt), then runs the policy bench on the 1B one. Prints ratios;
+asserts only behaviour, never timings. Run with `python -m pytest tests/test_gpu.py -s` on a CUDA
+machine (about 5 minutes on an H200).
 """
 
 from __future__ import annotations
