@@ -102,9 +102,11 @@ def require_app_frame() -> None:
     first: in that state it switches Streamlit to st.navigation mode (the flag st.navigation
     itself clears) and reruns, and the rerun goes through app.py to the same page and URL.
     """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
+    try:  # a Streamlit internal (pinned 1.67): if it moves, pages still run, as before this fix
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:
+        return
+    if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False
         st.rerun()
 
