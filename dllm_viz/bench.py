@@ -26,7 +26,7 @@ from dllm_viz.tasks import Problem
 BASELINE = "dense"
 CACHE_MODES = ("none", "prefix", "dual")
 ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "seconds", "forward_seconds",
-               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "completion")
+               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off", "completion")
 
 
 def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:
@@ -154,7 +154,7 @@ def run_bench(
                 "policy_seconds": result.policy_seconds,
                 "tokens_per_second": result.tokens_per_second,
                 "agrees_with_dense": result.completion == dense_text, "complete": result.complete,
-                "completion": result.completion,
+                "cut_off": result.cut_off, "completion": result.completion,
             }
             rows.append(row)
             if on_row is not None:
@@ -172,7 +172,8 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     forward time: the same for every policy, so it is not the policy's cost),
     same_as_uncached (for a cached configuration such as `threshold+dual`: share of prompts
     whose output equals the same configuration's without the cache, when that ran too; NaN
-    otherwise), n.
+    otherwise), cut_off (answers that filled the canvas without an end-of-text token: too short a
+    gen length, not necessarily a wrong policy), n.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -191,8 +192,26 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "engine_overhead": (totals["seconds"] - totals["forward_seconds"] - totals["policy_seconds"])
         / totals["forward_seconds"],
         "same_as_uncached": pd.Series({label: _same_as_uncached(rows, str(label)) for label in totals.index}),
+        "cut_off": (grouped["cut_off"].sum().astype(int) if "cut_off" in rows  # absent in CSVs of older runs
+                    else pd.Series(0, index=totals.index)),
         "n": grouped.size(),
     })
+
+
+def cut_off_warning(summary: pd.DataFrame) -> str | None:
+    """A sentence naming the configurations whose answers ran out of canvas, or None.
+
+    A policy that loses problems only because the canvas was too short would otherwise look
+    wrong in an accuracy table; the fix is a longer gen length, not another policy.
+    """
+    if summary.empty or "cut_off" not in summary:
+        return None
+    hit = summary[summary["cut_off"] > 0]
+    if hit.empty:
+        return None
+    parts = [f"{label} {int(row['cut_off'])} of {int(row['n'])}" for label, row in hit.iterrows()]
+    return ("Answers filled the whole canvas without an end-of-text token (" + ", ".join(parts)
+            + "): they may be wrong only for lack of room; raise Gen length.")
 
 
 def uncached_label(label: str) -> str | None:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
@@ -35,6 +37,10 @@ class ProblemResult:
         tokens_per_second: Fast-dLLM throughput (committed non-EOS tokens / seconds).
         completion: the answer text up to the first EOS.
         complete: every position was committed.
+        cut_off: no end-of-text token anywhere in the final canvas: the answer certainly ran
+            out of room, so a wrong answer may only be too short a gen length. (A model trained
+            with EOS padding can also squeeze an answer into a short canvas and end it with EOS;
+            that is not detected.)
     """
 
     problem_id: str
@@ -47,6 +53,7 @@ class ProblemResult:
     tokens_per_second: float
     completion: str
     complete: bool
+    cut_off: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
@@ -61,6 +68,14 @@ class EvalSummary:
     n: int
     mean_nfe: float
     mean_seconds: float
+    cut_off: int = 0
+
+    def warning(self) -> str | None:
+        """What to tell the user when answers ran into the end of the canvas, else None."""
+        if not self.cut_off:
+            return None
+        return (f"{self.cut_off} of {self.n} answers filled the whole canvas without an end-of-text token; "
+                "they may be wrong only for lack of room: raise the gen length")
 
     def line(self) -> str:
         """The CLI's final line: `accuracy=<fraction> n=<count> mean_nfe=<x>`."""
@@ -119,6 +134,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         tokens_per_second=trace.summary()["tokens_per_second"],
         completion=completion,
         complete=trace.is_complete,
+        cut_off=not bool(np.isin(trace.final_tokens, adapter.info.stop_token_ids).any()),
     )
     return result, trace
 
@@ -159,4 +175,5 @@ def summarize(results: Sequence[ProblemResult]) -> EvalSummary:
         n=n,
         mean_nfe=sum(r.nfe for r in results) / n,
         mean_seconds=sum(r.seconds for r in results) / n,
+        cut_off=sum(r.cut_off for r in results),
     )

@@ -12,7 +12,7 @@ from typing import Literal
 import streamlit as st
 
 from dllm_viz import figures
-from dllm_viz.bench import summarize_bench
+from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
@@ -132,6 +132,8 @@ else:
     if (rows := sweep_rows("cmp_bench")) is not None:
         summary = summarize_bench(rows)
         st.dataframe(summary, key="cmp_summary")
+        if (cut := cut_off_warning(summary)) is not None:
+            st.warning(cut)
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
         st.plotly_chart(figures.nfe_accuracy_scatter(records), key="cmp_scatter", theme=None)
         with st.expander("Every completion"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dllm_viz import figures
-from dllm_viz.bench import summarize_bench
+from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.replay import agreement, replay
@@ -146,6 +146,8 @@ def sweep() -> None:
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
         st.plotly_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter", theme=None)
         st.dataframe(summary, key="tune_summary")
+        if (cut := cut_off_warning(summary)) is not None:
+            st.warning(cut)
 
 
 if mode == "by eye":

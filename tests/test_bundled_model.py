@@ -93,3 +93,22 @@ MIN_CORRECT_OF_20 = 19
 MIN_CODE_CORRECT_OF_20 = 19
 # Measured: prefix 20/20 and dual 20/20 (the issue's bar, 90%, is 18/20).
 MIN_CACHE_AGREEMENT_OF_20 = 18
+
+
+def test_an_answer_longer_than_the_canvas_is_flagged_cut_off(bundled) -> None:
+    """Held-out problem 3 at gen 16 ends without any EOS (measured; gen 64 ends and is right)."""
+    import pandas as pd
+
+    from dllm_viz.bench import cut_off_warning
+    from dllm_viz.evaluation import summarize
+
+    problem = heldout_problems("arith", 3)[2]
+    pipeline = Pipeline.from_names("threshold", block_length=16)
+    short, _ = run_problem(bundled, problem, pipeline, DecodeConfig(gen_length=16))
+    roomy, _ = run_problem(bundled, problem, pipeline, DecodeConfig(gen_length=64))
+    assert short.cut_off and not short.correct and not roomy.cut_off and roomy.correct
+    assert "1 of 2 answers filled the whole canvas" in str(summarize([short, roomy]).warning())
+    assert summarize([roomy]).warning() is None
+    summary = pd.DataFrame({"cut_off": [2, 0], "n": [5, 5]}, index=["dense", "threshold"])
+    assert "(dense 2 of 5)" in str(cut_off_warning(summary))
+    assert cut_off_warning(summary.assign(cut_off=0)) is None

@@ -103,3 +103,13 @@ def test_replay_of_a_zero_step_trace_is_one_frame() -> None:
     assert [f.name for f in fig.frames] == ["initial"]
     page = replay_html(make_trace(3, 5), plotlyjs="cdn")
     assert "addFrames" in page and page.lower().startswith("<!doctype html>")
+
+
+def test_scatter_keeps_accuracy_on_a_fraction_axis_and_alternates_close_labels() -> None:
+    """Labels of neighbouring points overprinted and the axis autoranged to 1.6 around the text."""
+    from dllm_viz.figures import nfe_accuracy_scatter
+
+    fig = nfe_accuracy_scatter([("dense", 64.0, 0.8), ("threshold", 2.8, 0.8), ("cora", 6.2, 0.8)])
+    assert tuple(fig.layout.yaxis.range) == (-0.08, 1.12)
+    # by NFE: threshold (top), cora (bottom), dense (top)
+    assert list(fig.data[0].textposition) == ["top center", "top center", "bottom center"]

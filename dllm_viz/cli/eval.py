@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     results = evaluate(adapter, problems, pipe, config, on_result=progress)
     if args.out is not None:
         args.out.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
+    summary = summarize(results)
+    if (warning := summary.warning()) is not None:
+        print(f"warning: {warning} (--gen-length)", file=sys.stderr)
     print(f"policy={pipe.label} task={args.task} gen_length={config.gen_length}")
-    print(summarize(results).line())
+    print(summary.line())
     return 0
