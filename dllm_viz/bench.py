@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import run_problem
+from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.base import parse_field
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
@@ -210,8 +210,7 @@ def cut_off_warning(summary: pd.DataFrame) -> str | None:
     if hit.empty:
         return None
     parts = [f"{label} {int(row['cut_off'])} of {int(row['n'])}" for label, row in hit.iterrows()]
-    return ("Answers filled the whole canvas without an end-of-text token (" + ", ".join(parts)
-            + "): they may be wrong only for lack of room; raise Gen length.")
+    return f"Answers ({', '.join(parts)}) {CUT_OFF_NOTE}: raise Gen length."
 
 
 def uncached_label(label: str) -> str | None:

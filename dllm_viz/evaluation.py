@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
@@ -20,6 +18,9 @@ from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_p
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
+
+
+CUT_OFF_NOTE = "filled the whole canvas without an end-of-text token; they may be wrong only for lack of room"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,8 @@ class ProblemResult:
         tokens_per_second: Fast-dLLM throughput (committed non-EOS tokens / seconds).
         completion: the answer text up to the first EOS.
         complete: every position was committed.
-        cut_off: no end-of-text token anywhere in the final canvas: the answer certainly ran
-            out of room, so a wrong answer may only be too short a gen length. (A model trained
-            with EOS padding can also squeeze an answer into a short canvas and end it with EOS;
-            that is not detected.)
+        cut_off: the answer ran out of canvas (Trace.cut_off), so a wrong answer may only be
+            too short a gen length.
     """
 
     problem_id: str
@@ -74,8 +73,7 @@ class EvalSummary:
         """What to tell the user when answers ran into the end of the canvas, else None."""
         if not self.cut_off:
             return None
-        return (f"{self.cut_off} of {self.n} answers filled the whole canvas without an end-of-text token; "
-                "they may be wrong only for lack of room: raise the gen length")
+        return f"{self.cut_off} of {self.n} answers {CUT_OFF_NOTE}: raise the gen length"
 
     def line(self) -> str:
         """The CLI's final line: `accuracy=<fraction> n=<count> mean_nfe=<x>`."""
@@ -134,7 +132,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         tokens_per_second=trace.summary()["tokens_per_second"],
         completion=completion,
         complete=trace.is_complete,
-        cut_off=not bool(np.isin(trace.final_tokens, adapter.info.stop_token_ids).any()),
+        cut_off=trace.cut_off,
     )
     return result, trace
 

@@ -70,7 +70,7 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         maps each of its steps to the dense step it read.
     """
     model = dense.meta.get("model", {})
-    mask_id, stop_ids = int(model.get("mask_token_id", dense.tokens[0, 0])), np.array(model.get("stop_token_ids", []))
+    mask_id, stop_ids = int(model.get("mask_token_id", dense.tokens[0, 0])), np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate
     rule_state = rule.init_state(dense.gen_length)
     extra_state = None if extra is None else extra.init_state(dense.gen_length)

@@ -167,6 +167,20 @@ class Trace:
         """True when every position was committed (not cut by the step cap or a stop)."""
         return bool((self.commit_step >= 0).all())
 
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """The model's EOS/EoT ids as recorded at decode time (empty if unknown)."""
+        return [int(i) for i in (self.meta.get("model") or {}).get("stop_token_ids", [])]
+
+    @property
+    def cut_off(self) -> bool:
+        """True when no EOS/EoT token is anywhere in the final canvas: the answer ran out of room.
+
+        (A model trained with EOS padding can also squeeze an answer into a short canvas and end
+        it with EOS; that is not detected.)
+        """
+        return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
+
     def summary(self) -> dict[str, float]:
         """Headline numbers: NFE, wall seconds, tokens/s, tokens per step and policy overhead.
 
@@ -175,9 +189,8 @@ class Trace:
         policy's calls over the forward passes' time, policy_ms_per_pass that time per pass
         (both NaN when not recorded).
         """
-        stop_ids = self.meta.get("model", {}).get("stop_token_ids", [])
         committed = self.commit_step >= 0
-        answer = int((committed & ~np.isin(self.final_tokens, stop_ids)).sum())
+        answer = int((committed & ~np.isin(self.final_tokens, self.stop_token_ids)).sum())
         seconds = self.wall_seconds
         return {
             "nfe": float(self.nfe),

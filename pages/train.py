@@ -66,6 +66,13 @@ def train(adapter: ModelAdapter) -> None:
     st.session_state["train_result"] = (str(path), card)
 
 
+def describe(path: str, card: dict) -> str:
+    """One line about a controller file: name, kind, training prompts, validation scores."""
+    val = card.get("validation", {})
+    return (f"**{Path(path).name}** · {card.get('kind')} · {card.get('prompts')} prompts · "
+            f"val precision {val.get('precision', 0):.3f}, recall {val.get('recall', 0):.3f}")
+
+
 def use(path: str, which: str) -> None:
     """Select `path` on the Decode page (its weights widget and the matching rule)."""
     st.session_state[WEIGHT_KEYS[which]] = path
@@ -95,18 +102,13 @@ st.subheader("Trained controllers")
 bundled = trained_controllers(BUNDLED_CONTROLLERS)
 if bundled:
     st.caption("Bundled, trained on the tiny model; the TSPD and Learn2PD rules use them when their weights field "
-               "is `bundled` (the default): " + "; ".join(
-                   f"**{Path(path).name}** ({card.get('kind')}, {card.get('prompts')} prompts, val precision "
-                   f"{card.get('validation', {}).get('precision', 0):.3f}, recall "
-                   f"{card.get('validation', {}).get('recall', 0):.3f})" for path, card in bundled.items()))
+               "is `bundled` (the default): " + "; ".join(describe(path, card) for path, card in bundled.items()))
 found = trained_controllers(controller_dir())
 if not found:
     st.info(f"None of your own yet in {controller_dir()}: train one above.")
 for path, card in found.items():
     with st.container(border=True):
         left, right = st.columns([4, 1], vertical_alignment="center")
-        val = card.get("validation", {})
-        left.markdown(f"**{Path(path).name}** · {card.get('kind')} · {card.get('prompts')} prompts · "
-                      f"val precision {val.get('precision', 0):.3f}, recall {val.get('recall', 0):.3f}")
+        left.markdown(describe(path, card))
         if right.button("Use on Decode", key=f"use_{path}", on_click=use, args=(path, str(card.get("kind")))):
             st.switch_page("pages/decode.py")

@@ -108,7 +108,7 @@ def grid_axes(fig: go.Figure, grid: StepGrid) -> go.Figure:
         xaxis=axis(position_title, type="category", categoryorder="array", categoryarray=grid.labels,
                    range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, tickangle=-60),
         yaxis=axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False,
-                   **step_ticks(grid.num_steps if grid.row_factor == 1 else 11)),
+                   **(step_ticks(grid.num_steps) if grid.row_factor == 1 else {})),
         barmode="overlay",
     )
     return fig

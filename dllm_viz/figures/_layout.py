@@ -89,8 +89,7 @@ def mask_token_id(trace: Trace) -> int:
 
 def stop_token_ids(trace: Trace) -> np.ndarray:
     """EOS/EoT ids recorded in meta['model']['stop_token_ids'] (empty if unknown)."""
-    model = trace.meta.get("model") or {}
-    return np.asarray(model.get("stop_token_ids", []), dtype=np.int64)
+    return np.asarray(trace.stop_token_ids, dtype=np.int64)
 
 
 def masked_before(trace: Trace) -> np.ndarray:
