@@ -11,73 +11,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import torch
 
+from dllm_viz.cache_modes import PARTIAL_PASS, PASS_KINDS, CacheMode, PassKind
+from dllm_viz.commit_step import commit_step
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.policies.base import COMMIT_REASONS, NO_REASON, StepView, is_any_of, reason_code, top_k_mask
+from dllm_viz.policies.base import COMMIT_REASONS, StepView, is_any_of, reason_code
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.sampling import summarize
-from dllm_viz.trace import PASS_KINDS, Trace, TraceBuilder
+from dllm_viz.step_schema import StepRecord
+from dllm_viz.trace import Trace, TraceBuilder
 
 _SOFTMAX_DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What happened in one forward pass. Arrays are over the generated positions.
-
-    Attributes:
-        step: index of the pass (0-based); nfe = step + 1.
-        block_index: index of the window this pass belongs to.
-        step_in_window: index of the pass within its window.
-        window: [start, end) of the window.
-        tokens: the canvas after this step's commits.
-        candidate / confidence / entropy / margin: the model's statistics at this pass
-            (NaN confidence where a position was cut off by an end-of-text stop).
-        committed: positions committed by this step.
-        reason: commit reason codes (COMMIT_REASONS) where committed, -1 elsewhere.
-        extras: policy internals by name (recorded into Trace.extras).
-        pass_kind: "full" (the whole sequence) or a cached partial pass.
-        query_len: query positions in the forward pass.
-        forward_seconds: wall time of the forward pass and its statistics.
-        step_seconds: wall time of the whole step (forward + policy + bookkeeping).
-        policy_seconds: wall time inside the policy's calls this step (block sizer, observer,
-            commit rule, extrapolator, stop check): the policy's own overhead, apart from the
-            engine's bookkeeping.
-        stop_reason: set on the last record: "complete", "max_steps" or "eos".
-        cache_bytes: memory held by the KV cache after this pass (0 without caching).
-    """
-
-    step: int
-    block_index: int
-    step_in_window: int
-    window: tuple[int, int]
-    tokens: np.ndarray
-    candidate: np.ndarray
-    confidence: np.ndarray
-    entropy: np.ndarray
-    margin: np.ndarray
-    committed: np.ndarray
-    reason: np.ndarray
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
-    pass_kind: str = "full"
-    query_len: int = 0
-    forward_seconds: float = 0.0
-    step_seconds: float = 0.0
-    policy_seconds: float = 0.0
-    stop_reason: str | None = None
-    cache_bytes: int = 0
-
-    @property
-    def nfe(self) -> int:
-        """Forward passes so far, this one included."""
-        return self.step + 1
 
 
 def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
@@ -156,12 +107,12 @@ class _Forward:
     """One forward pass's result, in generated-position coordinates."""
 
     stats: dict[str, np.ndarray]
-    pass_kind: str
+    pass_kind: PassKind
     query_len: int
 
 
 def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, canvas_end: int, tokens: np.ndarray,
-             config: DecodeConfig, generator: torch.Generator | None, cache_mode: str, kv: Any,
+             config: DecodeConfig, generator: torch.Generator | None, cache_mode: CacheMode, kv: Any,
              window: tuple[int, int] | None) -> tuple[_Forward, Any]:
     """Full pass (refreshing the KV cache when caching), or a cached partial pass on `window`.
 
@@ -180,8 +131,7 @@ def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, canvas_end
     logits = adapter.cached_logits(seq, kv, prompt_len + start, prompt_len + end, cache_mode)  # type: ignore[arg-type]
     stats = _summarize_rows(adapter, logits, config, generator)
     shift = 1 if adapter.info.shift_logits else 0
-    kind = f"{cache_mode}_cached"
-    return _Forward(_place(stats, start, tokens), kind, int(logits.shape[0]) + shift), kv
+    return _Forward(_place(stats, start, tokens), PARTIAL_PASS[cache_mode], int(logits.shape[0]) + shift), kv
 
 
 @dataclass
@@ -256,13 +206,8 @@ def iter_decode(
         if pipeline.extrapolate is not None:
             decision, extra_state = pipeline.extrapolate.step(view, decision, extra_state)
         policy_seconds += time.perf_counter() - policy_started
-        commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
-        reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
-        if not commit.any():
-            # Guarantee progress: the engine commits the most confident open position.
-            commit = top_k_mask(view.confidence, view.open_positions, 1)
-            reason[commit] = reason_code("forced_top1")
-        tokens[commit] = stats["candidate"][commit]
+        settled = commit_step(view, decision)
+        tokens, commit, reason = settled.tokens, settled.committed, settled.reason
         extras.update(decision.extras)
         stop_started = time.perf_counter()
         halted, new_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)

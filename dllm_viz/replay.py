@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from dllm_viz.policies import NO_REASON, Pipeline, StepView, reason_code, top_k_mask
+from dllm_viz.commit_step import commit_step
+from dllm_viz.policies import Pipeline, StepView
 from dllm_viz.policies.base import is_any_of
-from dllm_viz.trace import Trace
+from dllm_viz.step_schema import StepRecord
+from dllm_viz.trace import Trace, TraceBuilder
 
 
 def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_ids: np.ndarray,
@@ -38,19 +39,6 @@ def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_
         is_eos_candidate=is_any_of(candidate, stop_ids), rand=rng.random(dense.gen_length),
         window_masked_at_start=end - start, canvas_end=dense.gen_length,
     )
-
-
-def _commits(dense: Trace, s: int, view: StepView, decision: Any) -> tuple[np.ndarray, np.ndarray]:
-    """This step's commits and reasons: the rule's, plus the dense run's own, else the top-1."""
-    commit = np.asarray(decision.commit, dtype=bool) & view.open_positions
-    reason = np.where(commit, decision.reason, NO_REASON).astype(np.int8)
-    dense_commit = dense.committed[s] & view.open_positions & ~commit
-    commit |= dense_commit
-    reason[dense_commit] = dense.reason[s][dense_commit]
-    if not commit.any():
-        commit = top_k_mask(view.confidence, view.open_positions, 1)
-        reason[commit] = reason_code("forced_top1")
-    return commit, reason
 
 
 def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
@@ -76,56 +64,36 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
     extra_state = None if extra is None else extra.init_state(dense.gen_length)
     rng = np.random.default_rng(seed)
     canvas = dense.tokens[0].astype(np.int64).copy()
-    rows: dict[str, list[Any]] = {k: [] for k in ("tokens", "committed", "reason", "extras", "dense_steps",
-                                                       "policy_seconds")}
+    builder = TraceBuilder(dense.gen_length, canvas, dense.prompt_ids)
+    dense_steps: list[int] = []
     block_start: dict[int, int] = {}
     for s in range(dense.num_steps):
         start, end = (int(v) for v in dense.window[s])
         block = block_start.setdefault(int(dense.block_index[s]), s)
         if not (canvas[start:end] == mask_id).any():
             continue  # the rule already filled this block: the dense steps left in it are not needed
-        view = _view(dense, s, len(rows["dense_steps"]), canvas, s - block, stop_ids, rng, mask_id)
+        view = _view(dense, s, len(dense_steps), canvas, s - block, stop_ids, rng, mask_id)
         started = time.perf_counter()
         decision, rule_state = rule.step(view, rule_state)
         if extra is not None:
             decision, extra_state = extra.step(view, decision, extra_state)
-        rows["policy_seconds"].append(time.perf_counter() - started)
-        commit, reason = _commits(dense, s, view, decision)
-        canvas[commit] = view.candidate[commit]
-        for key, value in (("tokens", canvas.copy()), ("committed", commit), ("reason", reason),
-                           ("extras", dict(decision.extras)), ("dense_steps", s)):
-            rows[key].append(value)
-    return _build(dense, pipeline, rows, answer_text, stop_ids)
-
-
-def _build(dense: Trace, pipeline: Pipeline, rows: dict[str, list[Any]],
-           answer_text: Callable[[Sequence[int]], str] | None, stop_ids: np.ndarray) -> Trace:
-    """Assemble the replayed Trace from its rows (statistics and forward timings come from the dense
-    steps; policy time is the replayed rule's own)."""
-    steps = np.asarray(rows["dense_steps"], dtype=np.int64)
-    num, length = steps.size, dense.gen_length
-    names = sorted({name for extras in rows["extras"] for name in extras})
-    extras = {name: np.full((num, length), np.nan, dtype=np.float32) for name in names}
-    for i, step_extras in enumerate(rows["extras"]):
-        for name, values in step_extras.items():
-            extras[name][i] = values
-    tokens = np.vstack([dense.tokens[:1], *[t[None, :] for t in rows["tokens"]]]) if num else dense.tokens[:1]
-    meta = {**dense.meta, "label": f"replay: {pipeline.rule.name}" + (f"+{pipeline.extrapolate.name}"
-                                                                        if pipeline.extrapolate else ""),
+        policy_seconds = time.perf_counter() - started
+        # The dense run's own commit at this step is carried: the replayed canvas never lags it.
+        settled = commit_step(view, decision, carried=(dense.committed[s], dense.reason[s]))
+        canvas = settled.tokens
+        builder.add(StepRecord(
+            **{**dense.step_values(s), "tokens": canvas, "committed": settled.committed,
+               "reason": settled.reason, "policy_seconds": policy_seconds},
+            step=len(dense_steps), step_in_window=s - block, extras=dict(decision.extras),
+            stop_reason=None if (canvas == mask_id).any() else "complete"))
+        dense_steps.append(s)
+    label = f"replay: {rule.name}" + (f"+{extra.name}" if extra else "")
+    final = canvas.tolist()
+    meta = {**dense.meta, "label": label,
             "pipeline": {**pipeline.to_dict(), "block": dense.meta.get("pipeline", {}).get("block")},
-            "replay_of": dense.meta.get("label"), "dense_steps": steps.tolist()}
-    trace = Trace(tokens=tokens, candidate=dense.candidate[steps], confidence=dense.confidence[steps],
-                  entropy=dense.entropy[steps], margin=dense.margin[steps],
-                  committed=np.array(rows["committed"], dtype=bool).reshape(num, length),
-                  reason=np.array(rows["reason"], dtype=np.int8).reshape(num, length), window=dense.window[steps],
-                  block_index=dense.block_index[steps], pass_kind=dense.pass_kind[steps],
-                  query_len=dense.query_len[steps], step_seconds=dense.step_seconds[steps],
-                  forward_seconds=dense.forward_seconds[steps], prompt_ids=dense.prompt_ids,
-                  policy_seconds=np.asarray(rows["policy_seconds"], dtype=np.float64), extras=extras, meta=meta)
-    trace.meta["stop_reason"] = "complete" if trace.is_complete else "incomplete"
-    final = trace.final_tokens.tolist()
-    trace.meta["answer_text"] = answer_text(final) if answer_text else _joined(trace, final, stop_ids)
-    return trace
+            "replay_of": dense.meta.get("label"), "dense_steps": dense_steps,
+            "answer_text": answer_text(final) if answer_text else _joined(dense, final, stop_ids)}
+    return builder.build(meta)
 
 
 def _joined(trace: Trace, ids: list[int], stop_ids: np.ndarray) -> str:

@@ -8,103 +8,55 @@ from __future__ import annotations
 
 import json
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS, fill_missing, with_step_fields
+
 SCHEMA_VERSION = 1
-PASS_KINDS: tuple[str, ...] = ("full", "prefix_cached", "dual_cached")
 _META_KEY = "__meta_json__"
 _EXTRA_PREFIX = "extra__"
-
-# name -> (dtype, shape kind): "SL" = [steps, positions], "S1L" = [steps + 1, positions],
-# "S" = [steps], "S2" = [steps, 2], "L" = [positions], "P" = [prompt positions].
-_FIELDS: dict[str, tuple[type, str]] = {
-    "tokens": (np.int32, "S1L"),
-    "candidate": (np.int32, "SL"),
-    "confidence": (np.float32, "SL"),
-    "entropy": (np.float32, "SL"),
-    "margin": (np.float32, "SL"),
-    "committed": (np.bool_, "SL"),
-    "reason": (np.int8, "SL"),
-    "window": (np.int32, "S2"),
-    "block_index": (np.int32, "S"),
-    "pass_kind": (np.int8, "S"),
-    "query_len": (np.int32, "S"),
-    "step_seconds": (np.float64, "S"),
-    "forward_seconds": (np.float64, "S"),
-    "prompt_ids": (np.int32, "P"),
-    "policy_seconds": (np.float64, "S"),
-}
-# Fields added after traces were first saved: files (and callers) without them get NaN ("not
-# measured") instead of being refused.
-_OPTIONAL_FIELDS = ("policy_seconds",)
 
 
 class TraceFileError(ValueError):
     """A file that is not a readable dllm_viz trace; the message names the file and the fix."""
 
 
-@dataclass(frozen=True, eq=False)
+@with_step_fields(lambda f: "np.ndarray", allow_missing=True)
 class Trace:
     """One decode, indexed over generated positions only (S = steps taken, L = gen_length).
 
+    Every step field (listed below, declared in step_schema.STEP_FIELDS) is stacked over steps:
+    [S, L] per position, [S, 2] for the window, [S] per step; `tokens` is [S+1, L], its row 0
+    the canvas before the first step (all mask).
+
     Attributes:
-        tokens: [S+1, L] canvas after each step; row 0 is the initial all-mask canvas.
-        candidate: [S, L] token each position would take at that step.
-        confidence / entropy / margin: [S, L] statistics of the model's distribution.
-        committed: [S, L] True where the position was committed at that step.
-        reason: [S, L] commit reason code (policies.COMMIT_REASONS) where committed, else -1.
-        window: [S, 2] [start, end) of the window in generated-position coordinates.
-        block_index: [S] index of the window each step belongs to.
-        pass_kind: [S] index into PASS_KINDS (full forward or a cached partial pass).
-        query_len: [S] number of query positions in that forward pass (its real cost).
-        step_seconds / forward_seconds: [S] wall time of the step and of its forward pass.
         prompt_ids: [P] the prompt's token ids.
-        policy_seconds: [S] wall time inside the policy's calls (block sizer, commit rule,
-            extrapolator, stop) in that step; the rest of step - forward is the engine's own
-            bookkeeping. NaN where not measured (traces saved before it was recorded).
         extras: policy internals by name, each [S, L] float32 (NaN where undefined).
         meta: JSON-ready metadata: model, pipeline, decode config, prompt text, token texts.
     """
 
-    tokens: np.ndarray
-    candidate: np.ndarray
-    confidence: np.ndarray
-    entropy: np.ndarray
-    margin: np.ndarray
-    committed: np.ndarray
-    reason: np.ndarray
-    window: np.ndarray
-    block_index: np.ndarray
-    pass_kind: np.ndarray
-    query_len: np.ndarray
-    step_seconds: np.ndarray
-    forward_seconds: np.ndarray
     prompt_ids: np.ndarray
-    policy_seconds: np.ndarray | None = None
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        num_steps, gen_length = self.tokens.shape[0] - 1, self.tokens.shape[1]
-        expected = {
-            "SL": (num_steps, gen_length),
-            "S1L": (num_steps + 1, gen_length),
-            "S": (num_steps,),
-            "S2": (num_steps, 2),
-        }
-        if self.policy_seconds is None:
-            object.__setattr__(self, "policy_seconds", np.full(num_steps, np.nan))
-        for name, (dtype, kind) in _FIELDS.items():
-            value = np.asarray(getattr(self, name))
-            if value.dtype != dtype:
-                value = value.astype(dtype)
-            object.__setattr__(self, name, value)
-            if kind in expected and value.shape != expected[kind]:
-                raise ValueError(f"Trace.{name} must have shape {expected[kind]}, got {value.shape}")
+        tokens = np.asarray(self.tokens)
+        if tokens.ndim != 2:
+            raise ValueError(f"Trace.tokens must be [steps + 1, positions], got shape {tokens.shape}")
+        num_steps, gen_length = tokens.shape[0] - 1, tokens.shape[1]
+        values = {f.name: getattr(self, f.name) for f in STEP_FIELDS}
+        fill_missing(values, num_steps, gen_length)
+        for f in STEP_FIELDS:
+            value = np.asarray(values[f.name]).astype(f.dtype, copy=False)
+            expected = f.trace_shape(num_steps + (f.name == "tokens"), gen_length)
+            if value.shape != expected:
+                raise ValueError(f"Trace.{f.name} must have shape {expected}, got {value.shape}")
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "prompt_ids", np.asarray(self.prompt_ids).astype(np.int32, copy=False))
         for name, value in self.extras.items():
             arr = np.asarray(value, dtype=np.float32)
             if arr.shape != (num_steps, gen_length):
@@ -116,6 +68,10 @@ class Trace:
             raise ValueError("Trace.committed commits some position more than once")
 
     # ---- derived views -------------------------------------------------------------------
+    def step_values(self, step: int) -> dict[str, Any]:
+        """Step `step`'s value of every step field, as a StepRecord holds it (replay reads these)."""
+        return {f.name: f.decode(getattr(self, f.name)[step + (f.name == "tokens")]) for f in STEP_FIELDS}
+
     @property
     def num_steps(self) -> int:
         """Forward passes taken (S)."""
@@ -217,7 +173,7 @@ class Trace:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
-        arrays = {name: getattr(self, name) for name in _FIELDS}
+        arrays = {name: getattr(self, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")}
         arrays.update({_EXTRA_PREFIX + k: v for k, v in self.extras.items()})
         meta = {"schema_version": SCHEMA_VERSION, **self.meta}
         arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
@@ -261,27 +217,29 @@ def load_trace(path: str | Path) -> Trace:
             f"{str(path)!r} has trace schema {version!r}; this dllm_viz reads up to "
             f"{SCHEMA_VERSION}: upgrade dllm_viz"
         )
-    missing = sorted(set(_FIELDS) - set(arrays) - set(_OPTIONAL_FIELDS))
+    required = [f.name for f in STEP_FIELDS if f.missing is None] + ["prompt_ids"]
+    missing = sorted(set(required) - set(arrays))
     if missing:
         raise TraceFileError(f"{str(path)!r} lacks trace arrays {missing}; the file is truncated")
     extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
+    known = {name: arrays[name] for name in (*STEP_FIELD_NAMES, "prompt_ids") if name in arrays}
     try:
-        return Trace(**{name: arrays[name] for name in _FIELDS if name in arrays}, extras=extras, meta=meta)
+        return Trace(**known, extras=extras, meta=meta)
     except ValueError as exc:
         raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
 
 
 class TraceBuilder:
-    """Accumulates per-step records (duck-typed `engine.StepRecord`s) into a Trace.
+    """Accumulates per-step records (`engine.StepRecord`s) into a Trace.
 
-    Used by `engine.decode` and by the app's step-by-step mode, which builds a partial trace
-    from however many steps have run (an interrupted run keeps what it recorded).
+    Used by `engine.decode`, by `replay` and by the app's step-by-step mode, which builds a
+    partial trace from however many steps have run (an interrupted run keeps what it recorded).
     """
 
     def __init__(self, gen_length: int, initial_tokens: np.ndarray, prompt_ids: np.ndarray) -> None:
         self.gen_length = gen_length
-        self._rows: dict[str, list[Any]] = {name: [] for name in _FIELDS if name not in ("prompt_ids",)}
-        self._rows["tokens"].append(np.asarray(initial_tokens, dtype=np.int32))
+        self._rows: dict[str, list[Any]] = {name: [] for name in STEP_FIELD_NAMES}
+        self._initial_tokens = np.asarray(initial_tokens, dtype=np.int32)
         self._extras: dict[str, dict[int, np.ndarray]] = {}
         self._prompt_ids = np.asarray(prompt_ids, dtype=np.int32)
         self.stop_reason: str | None = None
@@ -289,21 +247,12 @@ class TraceBuilder:
     @property
     def num_steps(self) -> int:
         """Steps recorded so far."""
-        return len(self._rows["candidate"])
+        return len(self._rows["tokens"])
 
     def add(self, record: Any) -> None:
-        """Append one step record."""
-        rows = self._rows
-        rows["tokens"].append(record.tokens)
-        for name in ("candidate", "confidence", "entropy", "margin", "committed", "reason"):
-            rows[name].append(getattr(record, name))
-        rows["window"].append(record.window)
-        rows["block_index"].append(record.block_index)
-        rows["pass_kind"].append(PASS_KINDS.index(record.pass_kind))
-        rows["query_len"].append(record.query_len)
-        rows["step_seconds"].append(record.step_seconds)
-        rows["forward_seconds"].append(record.forward_seconds)
-        rows["policy_seconds"].append(getattr(record, "policy_seconds", np.nan))
+        """Append one step record (every STEP_FIELDS attribute, `extras` and `stop_reason`)."""
+        for f in STEP_FIELDS:
+            self._rows[f.name].append(f.encode(getattr(record, f.name)))
         for name, values in record.extras.items():
             self._extras.setdefault(name, {})[self.num_steps - 1] = np.asarray(values, np.float32)
         if record.stop_reason is not None:
@@ -312,16 +261,9 @@ class TraceBuilder:
     def build(self, meta: dict[str, Any]) -> Trace:
         """The Trace of the steps so far (valid after any number of steps, even zero)."""
         num_steps, length = self.num_steps, self.gen_length
-        arrays: dict[str, np.ndarray] = {}
-        for name, (dtype, kind) in _FIELDS.items():
-            if name == "prompt_ids":
-                continue
-            rows = self._rows[name]
-            if rows:
-                arrays[name] = np.stack([np.asarray(r) for r in rows]).astype(dtype)
-            else:
-                shape = {"SL": (0, length), "S2": (0, 2), "S": (0,)}[kind]
-                arrays[name] = np.zeros(shape, dtype=dtype)
+        arrays = {f.name: np.asarray(self._rows[f.name], dtype=f.dtype).reshape(f.trace_shape(num_steps, length))
+                  for f in STEP_FIELDS}
+        arrays["tokens"] = np.concatenate([self._initial_tokens[None, :], arrays["tokens"]])
         extras = {}
         for name, by_step in self._extras.items():
             full = np.full((num_steps, length), np.nan, dtype=np.float32)

@@ -77,7 +77,7 @@ def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tupl
     Prints seconds, passes and ms per pass by pass kind, and the speedup against no cache in the
     same process; asserts only that every decode completes.
     """
-    from dllm_viz.trace import PASS_KINDS
+    from dllm_viz.cache_modes import PASS_KINDS
 
     results = {}
     for gen_length in gen_lengths:

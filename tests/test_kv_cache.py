@@ -117,6 +117,9 @@ def test_cache_memory_does_not_grow_across_blocks(tiny_adapter) -> None:
                                DecodeConfig(gen_length=64)))
     sizes = {r.cache_bytes for r in records}
     assert len(sizes) == 1 and sizes.pop() > 0
+    trace = decode(tiny_adapter, tiny_adapter.encode_prompt("abc"),
+                   Pipeline.from_names("fixed_steps", block_length=8, cache="dual"), DecodeConfig(gen_length=64))
+    assert trace.cache_bytes.tolist() == [r.cache_bytes for r in records]  # recorded, not dropped
 
 
 def test_cache_needs_a_native_family() -> None:

@@ -13,6 +13,7 @@ from toy import ToyAdapter
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import Pipeline
+from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS
 from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, load_trace
 
 
@@ -26,8 +27,7 @@ def test_round_trip_is_identical(trace: Trace, tmp_path: Path) -> None:
     trace.extras["persistence"] = np.arange(trace.num_steps * 24, dtype=np.float32).reshape(-1, 24)
     path = trace.save(tmp_path / "run.npz")
     loaded = load_trace(path)
-    for name in ("tokens", "candidate", "confidence", "entropy", "margin", "committed", "reason",
-                 "window", "block_index", "pass_kind", "query_len", "step_seconds", "policy_seconds", "prompt_ids"):
+    for name in (*STEP_FIELD_NAMES, "prompt_ids"):
         assert np.array_equal(getattr(loaded, name), getattr(trace, name)), name
         assert getattr(loaded, name).dtype == getattr(trace, name).dtype
     assert np.array_equal(loaded.extras["persistence"], trace.extras["persistence"])
@@ -104,17 +104,38 @@ def test_shape_validation_and_double_commit_rejected(trace: Trace) -> None:
         Trace(**{**_fields(trace), "committed": committed})
 
 
-def test_trace_saved_before_policy_timing_loads_with_nan(trace: Trace, tmp_path: Path) -> None:
-    """Traces written before `policy_seconds` was recorded still load; the field reads "not measured"."""
-    assert np.isfinite(trace.policy_seconds).all() and (trace.policy_seconds > 0).all()
+@pytest.mark.parametrize("name", [f.name for f in STEP_FIELDS if f.missing is not None])
+def test_trace_saved_before_a_field_existed_loads_with_its_missing_value(trace: Trace, tmp_path: Path,
+                                                                         name: str) -> None:
+    """Traces written before `policy_seconds` / `cache_bytes` were recorded still load; the field reads
+    "not measured" (NaN, or -1 for a count)."""
+    missing = next(f.missing for f in STEP_FIELDS if f.name == name)
+    assert not np.array_equal(getattr(trace, name), np.full(trace.num_steps, missing), equal_nan=True)
     path = trace.save(tmp_path / "new.npz")
     with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files if k != "policy_seconds"}
+        arrays = {k: data[k] for k in data.files if k != name}
     old = tmp_path / "old.npz"
     np.savez_compressed(old, **arrays)
     loaded = load_trace(old)
-    assert loaded.policy_seconds.shape == (trace.num_steps,) and np.isnan(loaded.policy_seconds).all()
+    assert np.array_equal(getattr(loaded, name), np.full(trace.num_steps, missing), equal_nan=True)
     assert np.array_equal(loaded.tokens, trace.tokens)
+
+
+def test_every_step_field_of_the_records_reaches_the_trace() -> None:
+    """Each StepRecord attribute the schema declares is the matching row of the built Trace."""
+    from dllm_viz.engine import iter_decode
+
+    pipeline, config = Pipeline.from_names("threshold", threshold=0.6, block_length=8), DecodeConfig(gen_length=24)
+    records = list(iter_decode(ToyAdapter(), [3, 4, 5], pipeline, config))
+    builder = TraceBuilder(24, np.zeros(24), np.array([3, 4, 5]))
+    for record in records:
+        builder.add(record)
+    built = builder.build({})
+    for step, record in enumerate(records):
+        row = built.step_values(step)
+        for f in STEP_FIELDS:
+            recorded = np.asarray(f.encode(getattr(record, f.name))).astype(f.dtype)
+            assert np.array_equal(np.asarray(f.encode(row[f.name])), recorded, equal_nan=True), f.name
 
 
 def test_builder_makes_valid_empty_and_partial_traces() -> None:
@@ -125,6 +146,4 @@ def test_builder_makes_valid_empty_and_partial_traces() -> None:
 
 
 def _fields(trace: Trace) -> dict:
-    names = ("tokens", "candidate", "confidence", "entropy", "margin", "committed", "reason", "window",
-             "block_index", "pass_kind", "query_len", "step_seconds", "forward_seconds", "prompt_ids")
-    return {name: getattr(trace, name) for name in names} | {"meta": dict(trace.meta)}
+    return {name: getattr(trace, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")} | {"meta": dict(trace.meta)}
