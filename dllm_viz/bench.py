@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
 from dllm_viz.models.base import ModelAdapter
@@ -24,7 +26,6 @@ from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, look
 from dllm_viz.tasks import Problem
 
 BASELINE = "dense"
-CACHE_MODES = ("none", "prefix", "dual")
 ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "seconds", "forward_seconds",
                "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off", "completion")
 
@@ -64,11 +65,12 @@ def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipelin
     rule = chosen.get("rule")
     if rule is None:
         raise ValueError(f"configuration {name!r} has no commit rule; add one of {sorted(RULES)} or 'dense'")
-    if rule == BASELINE:
-        rule, options["steps"] = "fixed_steps", None  # one token per step
-        options.setdefault("remasking", "low_confidence")
-    return Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
+    is_baseline = rule == BASELINE
+    if is_baseline:
+        rule, options["steps"] = "fixed_steps", None
+    pipe = Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
                                cache=chosen.get("cache", "none"), overrides=overrides, **options)
+    return replace(pipe, rule=Pipeline.dense().rule) if is_baseline else pipe
 
 
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?", re.DOTALL)

@@ -154,6 +154,9 @@ def iter_decode(
 ) -> Iterator[StepRecord]:
     """Decode step by step, yielding one StepRecord per forward pass.
 
+    The inputs are checked when this is called, not at the first `next()`: a plain function
+    that validates and then returns the generator, so callers need no checks of their own.
+
     Args:
         adapter: the model.
         prompt_ids: prompt token ids (template already applied, see adapter.encode_prompt).
@@ -171,14 +174,22 @@ def iter_decode(
     _check_inputs(adapter, prompt_ids, pipeline, config)
     if generator is None:
         generator = torch.Generator(device=adapter.device).manual_seed(config.seed)
+    # Initial states are built here too: a rule that reads a weights file fails before any pass.
+    states = (pipeline.rule.init_state(config.gen_length),
+              None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(config.gen_length))
+    return _steps(adapter, list(prompt_ids), pipeline, config, generator, states)
+
+
+def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, config: DecodeConfig,
+           generator: torch.Generator, states: tuple[Any, Any]) -> Iterator[StepRecord]:
+    """The loop itself, over checked inputs and initial (rule, extrapolator) states (see iter_decode)."""
     rng = np.random.default_rng(config.seed)
     info, length, prompt_len = adapter.info, config.gen_length, len(prompt_ids)
     stop_ids = np.array(info.stop_token_ids)
     delimiter_ids = np.array(adapter.delimiter_ids(pipeline.delimiters) if pipeline.delimiters else [], np.int64)
     tokens = np.full(length, info.mask_token_id, dtype=np.int64)
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
-    rule_state = pipeline.rule.init_state(length)
-    extra_state = None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length)
+    rule_state, extra_state = states
     cursor, canvas_end, kv = _Cursor(), length, None
 
     for step in range(config.step_cap):
@@ -201,7 +212,7 @@ def iter_decode(
         view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
                         window_masked_at_start=cursor.masked_at_start, **base)
         policy_started = time.perf_counter()
-        extras.update(getattr(pipeline.block, "observe", lambda v: {})(view))
+        extras.update(pipeline.block.observe(view))
         decision, rule_state = pipeline.rule.step(view, rule_state)
         if pipeline.extrapolate is not None:
             decision, extra_state = pipeline.extrapolate.step(view, decision, extra_state)

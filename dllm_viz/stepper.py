@@ -44,7 +44,6 @@ class Stepper:
     def start(cls, adapter: ModelAdapter, prompt_text: str, pipeline: Pipeline, config: DecodeConfig,
               signature: tuple[Any, ...]) -> Stepper:
         """A fresh decode; raises ValueError for a pipeline that cannot tile gen_length or a bad prompt."""
-        pipeline.validate(config.gen_length)
         prompt_ids = adapter.encode_prompt(prompt_text)
         builder = TraceBuilder(config.gen_length, np.full(config.gen_length, adapter.info.mask_token_id),
                                np.asarray(prompt_ids))

@@ -19,7 +19,6 @@ from typing import Any
 
 import streamlit as st
 
-from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
@@ -135,11 +134,6 @@ def current_model() -> ModelAdapter | None:
 def decode_config(gen_length: int) -> DecodeConfig:
     """DecodeConfig for this session: the gen length and the sidebar's seed."""
     return DecodeConfig(gen_length=int(gen_length), seed=int(st.session_state.get("seed", 0)))
-
-
-def dense_pipeline(gen_length: int) -> Pipeline:
-    """LLaDA's dense baseline (one token per step) in blocks of 32, or one block if 32 does not divide."""
-    return parse_config("dense", {"block_length": 32 if gen_length % 32 == 0 else gen_length})
 
 
 def decode_with_bar(adapter: ModelAdapter, prompt: str, pipeline: Pipeline, config: DecodeConfig, bar: Any,

@@ -23,7 +23,6 @@ from pages.common import (
     current_model,
     decode_config,
     decode_with_bar,
-    dense_pipeline,
     diff_html,
     prompt_input,
     require_app_frame,
@@ -72,7 +71,7 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     results: list = []
     st.session_state["cmp_results"] = results
     bar = st.progress(0.0, text="dense baseline")
-    for label, pipe in {"dense": dense_pipeline(gen_length), **configs}.items():
+    for label, pipe in {"dense": Pipeline.dense(gen_length=gen_length), **configs}.items():
         trace = decode_with_bar(adapter, text, pipe, config, bar, label)
         trace.meta["label"] = label
         results.append(trace)
@@ -127,8 +126,8 @@ else:
                        help="first n held-out problems of the task (small n keeps it quick on CPU)")
     run = st.button("Run on the prompt set", type="primary", key="cmp_bench_run", disabled=adapter is None)
     if run and adapter is not None and (configs := pipelines()) is not None:
-        run_sweep(adapter, heldout_problems(str(task), int(n)), {"dense": dense_pipeline(gen_length), **configs},
-                  decode_config(gen_length), key="cmp_bench")
+        configs = {"dense": Pipeline.dense(gen_length=gen_length), **configs}
+        run_sweep(adapter, heldout_problems(str(task), int(n)), configs, decode_config(gen_length), key="cmp_bench")
     if (rows := sweep_rows("cmp_bench")) is not None:
         summary = summarize_bench(rows)
         st.dataframe(summary, key="cmp_summary")

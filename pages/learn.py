@@ -92,14 +92,14 @@ elif chapter.startswith("3"):
     try_it("fixed_steps, 16 steps", rule="fixed_steps", steps=16, block_length=GEN)
 elif chapter.startswith("4"):
     block = int(st.select_slider("Block length", [4, 8, 16, 32], value=8, key="learn_block"))
-    pipe = Pipeline.from_names("fixed_steps", block_length=block)
+    pipe = Pipeline.dense(block)
     if (trace := example(pipe, f"blocks {block}")) is not None:
         st.caption("One row per block: the colour is the step at which each position was committed.")
         st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks", theme=None)
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
 else:
     tau = float(st.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
-    dense = example(Pipeline.from_names("fixed_steps", block_length=GEN), "dense")
+    dense = example(Pipeline.dense(GEN), "dense")
     fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=GEN), f"threshold {tau}")
     if dense is not None and fast is not None:
         a, b = st.columns(2)

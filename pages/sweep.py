@@ -19,7 +19,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import Problem
-from pages.common import dense_pipeline, model_turn
+from pages.common import model_turn
 from pages.widgets import FieldSpec
 
 MAX_GRID = 25
@@ -48,7 +48,7 @@ def sweep_configs(rule: str, extrapolate: str | None, block_length: int, gen_len
     points = list(itertools.product(*grid.values()))
     if len(points) > MAX_GRID:
         raise ValueError(f"the grid has {len(points)} points; use at most {MAX_GRID} (fewer values per field)")
-    configs = {"dense": dense_pipeline(gen_length)}
+    configs = {"dense": Pipeline.dense(gen_length=gen_length)}
     for point in points:
         values = dict(zip(grid, point, strict=True))
         pipe = Pipeline.from_names(rule, "fixed", extrapolate, block_length=block_length, **values)

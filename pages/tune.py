@@ -63,8 +63,7 @@ def by_eye() -> None:
                        help="decode once with LLaDA's dense rule (one token per step); the sliders replay it")
     if record and adapter is not None:
         try:
-            dense_pipe = Pipeline.from_names("fixed_steps", block_length=block_length)
-            dense_pipe.validate(gen_length)
+            dense_pipe = Pipeline.dense(block_length)
             bar = st.progress(0.0, text="dense")
             set_trace(decode_with_bar(adapter, check_prompt(prompt), dense_pipe, decode_config(gen_length), bar,
                                       "dense"), key="tune_dense")

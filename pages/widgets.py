@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import streamlit as st
 
+from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
-CACHE_MODES = ("none", "prefix", "dual")
 # A float field whose help mentions one of these (and whose default is in [0, 1]) is a slider.
 _UNIT_HINTS = ("(0, 1", "[0, 1", "probability", "confidence", "fraction", "lower bound", "coverage")
 

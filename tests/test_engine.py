@@ -149,6 +149,24 @@ def test_bad_inputs_raise_clear_errors(tiny_adapter, prompt, config, match) -> N
         decode(tiny_adapter, prompt, Pipeline(), config)
 
 
+@pytest.mark.parametrize(("prompt", "pipeline", "match"), [
+    ([], Pipeline(), "prompt is empty"),
+    ([4, 5], Pipeline(block=FixedBlocks(12)), "must divide"),
+    ([4, 5], Pipeline.from_names("fixed_steps", steps=6, block_length=8), "steps"),
+])
+def test_iter_decode_checks_its_inputs_when_called_not_at_the_first_step(tiny_adapter, prompt, pipeline,
+                                                                         match) -> None:
+    with pytest.raises(ValueError, match=match):
+        iter_decode(tiny_adapter, prompt, pipeline, DecodeConfig(gen_length=32))  # no next()
+
+
+def test_dense_pipeline_is_one_token_per_step_in_blocks_that_tile_the_canvas(tiny_adapter) -> None:
+    trace = decode(tiny_adapter, [4, 5], Pipeline.dense(8), DecodeConfig(gen_length=32))
+    assert trace.nfe == 32 and (trace.tokens_per_step == 1).all() and trace.block_index.max() == 3
+    assert Pipeline.dense(gen_length=48).block == FixedBlocks(48)  # 32 does not divide 48: one block
+    assert Pipeline.dense(gen_length=64).block == FixedBlocks(32)
+
+
 def test_mask_token_in_prompt_is_refused(tiny_adapter) -> None:
     with pytest.raises(ValueError, match="mask token"):
         decode(tiny_adapter, [4, tiny_adapter.info.mask_token_id], Pipeline(), DecodeConfig(gen_length=32))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter, load
@@ -81,7 +82,7 @@ def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tupl
 
     results = {}
     for gen_length in gen_lengths:
-        for cache in ("none", "prefix", "dual"):
+        for cache in CACHE_MODES:
             pipeline = Pipeline.from_names("threshold", block_length=32, cache=cache, threshold=0.9)
             decode(adapter, prompt, pipeline, DecodeConfig(gen_length=64))  # warm-up
             torch.cuda.synchronize()
@@ -92,7 +93,7 @@ def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tupl
             assert trace.is_complete
     for gen_length in gen_lengths:
         base = results[(gen_length, "none")][0]
-        for cache in ("none", "prefix", "dual"):
+        for cache in CACHE_MODES:
             seconds, trace = results[(gen_length, cache)]
             per_kind = " ".join(
                 f"{PASS_KINDS[k]}:{int((trace.pass_kind == k).sum())}x"

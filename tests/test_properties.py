@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toy import ToyAdapter
 
+from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import (
@@ -26,7 +27,7 @@ from dllm_viz.policies import (
 ADAPTER = ToyAdapter()
 GEN_LENGTHS = (8, 16, 24, 48)
 COMBINATIONS = list(itertools.product(sorted(BLOCKS), [None, *sorted(EXTRAPOLATORS)], [None, *sorted(STOPS)],
-                                     ["none", "prefix", "dual"]))
+                                     CACHE_MODES))
 
 
 def check_invariants(trace, config: DecodeConfig) -> None:

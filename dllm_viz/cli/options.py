@@ -12,6 +12,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import Any
 
+from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.base import field_kind
@@ -39,7 +40,7 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
                        help="look-ahead plug-in over the rule (Confidence Extrapolation); default none")
     group.add_argument("--stop", default=None, choices=sorted(STOPS),
                        help="end-of-text stop (cut the canvas after a confident EOS); default none")
-    group.add_argument("--cache", default="none", choices=["none", "prefix", "dual"],
+    group.add_argument("--cache", default="none", choices=list(CACHE_MODES),
                        help="Fast-dLLM KV cache, refreshed at each block start (default: none)")
     group.add_argument("--refresh-every", type=int, default=None,
                        help="also refresh the KV cache every N steps inside a block")

@@ -17,8 +17,6 @@ from typing import Any, Literal
 
 import torch
 
-CacheMode = Literal["none", "prefix", "dual"]
-
 
 class WindowKVCache:
     """Per-layer key/value buffers of one full pass, served to prefix or dual partial passes."""
@@ -52,12 +50,6 @@ class WindowKVCache:
         """Length of the recorded sequence (0 before the first full pass)."""
         keys = self.keys[layer_idx]
         return 0 if keys is None else int(keys.shape[2])
-
-    def key_length(self) -> int:
-        """Number of key positions a partial pass attends to."""
-        if self.mode == "prefix":
-            return self.query_start  # plus the queries themselves
-        return self.get_seq_length()
 
     def nbytes(self) -> int:
         """Memory held by the buffers."""

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import StepView
+from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
 
 # Family defaults of tau_D (ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
@@ -31,7 +31,7 @@ PLATEAU, BAND, FLOOR = 0.0, 1.0, 2.0
 
 
 @dataclass(frozen=True)
-class AdaBlock:
+class AdaBlock(BlockSizer):
     """Semantic-aware adaptive window sizes.
 
     Rule: window length = (most confident delimiter in the look-ahead) - start + 1 when that

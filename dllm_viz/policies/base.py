@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -126,9 +126,6 @@ class Decision:
         return cls(commit=commit.astype(bool), reason=codes, extras=dict(extras or {}))
 
 
-StateT = TypeVar("StateT")
-
-
 def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray:
     """Reason codes: `reason` on `commit`, forced_top1 on `forced`, NO_REASON elsewhere."""
     codes = np.full(commit.shape[0], NO_REASON, dtype=np.int8)
@@ -139,9 +136,18 @@ def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray
 
 @runtime_checkable
 class CommitRule(Protocol):
-    """Chooses which open positions to commit at each step."""
+    """Chooses which open positions to commit at each step.
+
+    Rules subclass this explicitly, so they inherit the optional hooks' defaults.
+    """
 
     name: ClassVar[str]
+
+    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
+        """Raise ValueError when the rule cannot run over these windows (None = variable windows).
+
+        Default: any windows work. LLaDA-schedule rules need the steps to split over equal blocks.
+        """
 
     def init_state(self, gen_length: int) -> Any:
         """State before the first step of a decode (None for stateless rules)."""
@@ -154,9 +160,27 @@ class CommitRule(Protocol):
 
 @runtime_checkable
 class BlockSizer(Protocol):
-    """Chooses where each window (semi-autoregressive block) ends."""
+    """Chooses where each window (semi-autoregressive block) ends.
+
+    Sizers subclass this explicitly, so they inherit the optional hooks' defaults.
+
+    Attributes:
+        block_length: the window length when every window has the same one, else None.
+        delimiters: delimiter strings the sizer looks for (the engine flags their candidates),
+            or None when it uses none.
+    """
 
     name: ClassVar[str]
+    block_length: int | None = None
+    delimiters: tuple[str, ...] | None = None
+
+    def resolve(self, family: str, delimiters: tuple[str, ...]) -> BlockSizer:
+        """This sizer with model-family defaults filled where left unset (default: unchanged)."""
+        return self
+
+    def observe(self, view: StepView) -> Mapping[str, np.ndarray]:
+        """Named per-position extras to record at every step (default: none)."""
+        return {}
 
     def validate(self, gen_length: int) -> None:
         """Raise ValueError when this sizer cannot tile `gen_length`."""
@@ -237,15 +261,6 @@ def is_any_of(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 Component = TypeVar("Component")
-
-
-def component_options(cls: type) -> list[tuple[str, Any, str]]:
-    """(field name, default, help) for every configurable field of a policy dataclass."""
-    out = []
-    for f in fields(cls):
-        default = f.default if f.default is not MISSING else None
-        out.append((f.name, default, str(f.metadata.get("help", ""))))
-    return out
 
 
 def field_kind(annotation: Any) -> tuple[Callable[[str], Any], list[Any] | None]:

@@ -12,11 +12,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import StepView
+from dllm_viz.policies.base import BlockSizer, StepView
 
 
 @dataclass(frozen=True)
-class FixedBlocks:
+class FixedBlocks(BlockSizer):
     """Windows of exactly `block_length` positions; block_length must divide gen_length."""
 
     name: ClassVar[str] = "fixed"

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.extras import PERSISTENCE
 from dllm_viz.policies.schedule import quota, validate_steps
 
@@ -29,7 +29,7 @@ class CoraState:
 
 
 @dataclass(frozen=True)
-class CoraPolicy:
+class CoraPolicy(CommitRule):
     """Accept persistent, confident positions early; fill the rest of LLaDA's quota by confidence.
 
     Rule: m_i counts consecutive passes (reset at each window start) in which position i's

@@ -19,12 +19,12 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from dllm_viz.policies.base import Decision, StepView, top_k_mask
+from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
 from dllm_viz.policies.schedule import steps_for_window
 
 
 @dataclass(frozen=True)
-class DreamPolicy:
+class DreamPolicy(CommitRule):
     """Dream's origin / maskgit_plus / topk_margin / entropy samplers.
 
     Paper: "Dream 7B: Diffusion Large Language Models", arXiv 2508.15487. Unlike `threshold`,

@@ -18,11 +18,11 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from dllm_viz.policies.base import StepView, StopDecision
+from dllm_viz.policies.base import StepView, StopDecision, StopRule
 
 
 @dataclass(frozen=True)
-class EosStop:
+class EosStop(StopRule):
     """Cut the canvas after a confident end-of-sequence token."""
 
     name: ClassVar[str] = "eos"

@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import Decision, StepView, forced_or
+from dllm_viz.policies.base import CommitRule, Decision, StepView, forced_or
 
 
 @dataclass(frozen=True)
-class FactorPolicy:
+class FactorPolicy(CommitRule):
     """Accept the n most confident open positions while (n + 1)(1 - c_(n)) <= factor.
 
     Paper: Fast-dLLM, arXiv 2505.22618 (factor version; f = 1.0 in the reference scripts).

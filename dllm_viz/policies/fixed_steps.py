@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from dllm_viz.policies.base import Decision, StepView, top_k_mask
+from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
 from dllm_viz.policies.schedule import quota, steps_for_window, transfer_schedule, validate_steps
 
 __all__ = ["FixedStepsPolicy", "transfer_schedule"]
 
 
 @dataclass(frozen=True)
-class FixedStepsPolicy:
+class FixedStepsPolicy(CommitRule):
     """Commit a scheduled number of positions per step, by confidence or at random.
 
     Rule: a window with M masked positions gets S_b = steps * len(window) / gen_length steps;

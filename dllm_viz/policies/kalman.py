@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import Decision, StepView, reason_code
+from dllm_viz.policies.base import Decision, Extrapolator, StepView, reason_code
 from dllm_viz.policies.extras import (
     CE_EARLY,
     KALMAN_FORECAST,
@@ -134,7 +134,7 @@ class KalmanState:
 
 
 @dataclass(frozen=True)
-class KalmanExtrapolation:
+class KalmanExtrapolation(Extrapolator):
     """Commit a position now when its forecast confidence, lower-bounded, clears tau_ce.
 
     Rule: a constant-velocity Kalman filter tracks each position's confidence. With left

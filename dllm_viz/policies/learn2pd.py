@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import NO_REASON, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.controller_features import FILTER_WIDTH, filter_input
 from dllm_viz.policies.controller_weights import (
     BUNDLED,
@@ -32,7 +32,7 @@ from dllm_viz.policies.schedule import quota, validate_steps
 
 
 @dataclass(frozen=True)
-class Learn2PdPolicy:
+class Learn2PdPolicy(CommitRule):
     """Commit filter-accepted positions plus LLaDA's scheduled quota.
 
     Unlike `threshold`, acceptance is learned from the whole window's confidence profile.

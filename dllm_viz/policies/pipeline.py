@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePath
-from typing import Any, Literal
+from typing import Any
 
+from dllm_viz.cache_modes import CacheMode, check_cache_mode
 from dllm_viz.policies.base import (
     BlockSizer,
     CommitRule,
@@ -20,6 +21,7 @@ from dllm_viz.policies.base import (
     component_to_dict,
 )
 from dllm_viz.policies.blocks import FixedBlocks
+from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.policies.threshold import ThresholdPolicy
 
@@ -48,31 +50,38 @@ class Pipeline:
     block: BlockSizer = field(default_factory=FixedBlocks)
     extrapolate: Extrapolator | None = None
     stop: StopRule | None = None
-    cache: Literal["none", "prefix", "dual"] = "none"
+    cache: CacheMode = "none"
     refresh_every: int | None = None
 
     def __post_init__(self) -> None:
-        if self.cache not in ("none", "prefix", "dual"):
-            raise ValueError(f"`cache` must be 'none', 'prefix' or 'dual', got {self.cache!r}")
+        check_cache_mode(self.cache)
         if self.refresh_every is not None and (not isinstance(self.refresh_every, int) or self.refresh_every < 1):
             raise ValueError(f"`refresh_every` must be a positive integer or None, got {self.refresh_every!r}")
 
     def validate(self, gen_length: int) -> None:
         """Raise ValueError if this pipeline cannot decode `gen_length` positions."""
         self.block.validate(gen_length)
-        check = getattr(self.rule, "validate_blocks", None)
-        if check is not None:
-            check(gen_length, getattr(self.block, "block_length", None))
+        self.rule.validate_blocks(gen_length, self.block.block_length)
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> Pipeline:
         """Fill model-family defaults (e.g. AdaBlock's tau_D and delimiters) left unset."""
-        resolve = getattr(self.block, "resolve", None)
-        return self if resolve is None else replace(self, block=resolve(family, delimiters))
+        return replace(self, block=self.block.resolve(family, delimiters))
 
     @property
     def delimiters(self) -> tuple[str, ...] | None:
         """Delimiter strings the block sizer looks for, if it uses any."""
-        return getattr(self.block, "delimiters", None)
+        return self.block.delimiters
+
+    @classmethod
+    def dense(cls, block_length: int = 32, *, gen_length: int | None = None, cache: CacheMode = "none") -> Pipeline:
+        """LLaDA's dense baseline: one token per step, lowest-confidence first, in fixed blocks.
+
+        With `gen_length`, a `block_length` that does not divide it becomes one block of
+        gen_length (the app's pages pass their canvas length).
+        """
+        if gen_length is not None and gen_length % block_length:
+            block_length = gen_length
+        return cls(rule=FixedStepsPolicy(), block=FixedBlocks(block_length), cache=cache)
 
     @property
     def label(self) -> str:
@@ -98,7 +107,7 @@ class Pipeline:
 
     @classmethod
     def from_names(cls, rule: str, block: str = "fixed", extrapolate: str | None = None,
-                   stop: str | None = None, *, cache: str = "none", refresh_every: int | None = None,
+                   stop: str | None = None, *, cache: CacheMode = "none", refresh_every: int | None = None,
                    overrides: Mapping[str, Mapping[str, Any]] | None = None, **options: Any) -> Pipeline:
         """Build from registry names and a flat dict of field values (CLI, app widgets).
 

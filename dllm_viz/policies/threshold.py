@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dllm_viz.policies.base import Decision, StepView, top_k_mask
+from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
 
 
 @dataclass(frozen=True)
-class ThresholdPolicy:
+class ThresholdPolicy(CommitRule):
     """Commit all open positions with confidence >= threshold, else the most confident one.
 
     Paper: "Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import Decision, StepView
+from dllm_viz.policies.base import CommitRule, Decision, StepView
 from dllm_viz.policies.controller_features import FeatureState, initial_feature_state, tspd_features
 from dllm_viz.policies.controller_weights import (
     BUNDLED,
@@ -46,7 +46,7 @@ class TspdState:
 
 
 @dataclass(frozen=True)
-class TspdPolicy:
+class TspdPolicy(CommitRule):
     """Commit open positions whose learned fix probability exceeds tau_fix.
 
     Unlike `threshold`, the decision uses each position's history (confidence trend, EMA,
