@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.sampling import summarize
 from dllm_viz.step_schema import StepRecord
 from dllm_viz.trace import Trace, TraceBuilder
+from dllm_viz.trace_meta import TraceMeta
 
 _SOFTMAX_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -282,28 +283,23 @@ def _stop_reason(is_masked: np.ndarray, halted: bool, at_cap: bool) -> str | Non
 
 
 def decode_meta(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
-                config: DecodeConfig, prompt_text: str | None) -> dict[str, Any]:
-    """Trace metadata: everything needed to reproduce and label the decode."""
+                config: DecodeConfig, prompt_text: str | None) -> TraceMeta:
+    """Trace metadata: everything needed to reproduce and label the decode (texts come at the end)."""
     resolved = pipeline.resolve(adapter.info.family, adapter.info.delimiters)
-    return {
-        "model": adapter.info.to_dict(),
-        "pipeline": resolved.to_dict(),
-        "label": resolved.label,
-        "decode_config": config.to_dict(),
-        "prompt_text": prompt_text,
-        "reason_names": list(COMMIT_REASONS),
-        "pass_kind_names": list(PASS_KINDS),
-        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    return TraceMeta(
+        label=resolved.label, model=adapter.info, pipeline=resolved.to_dict(), decode_config=config,
+        prompt_text=prompt_text, reason_names=COMMIT_REASONS, pass_kind_names=PASS_KINDS,
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 
-def finish_trace(builder: TraceBuilder, adapter: ModelAdapter, meta: dict[str, Any]) -> Trace:
-    """Build the trace and attach display texts for every token id it mentions."""
+def finish_trace(builder: TraceBuilder, adapter: ModelAdapter, meta: TraceMeta) -> Trace:
+    """Build the trace with display texts for every token id it mentions and the answer's text."""
     trace = builder.build(meta)
-    ids = np.unique(np.concatenate([trace.tokens.ravel(), trace.candidate.ravel(), trace.prompt_ids]))
-    trace.meta["token_text"] = dict(zip(map(str, ids.tolist()), adapter.token_strings(ids.tolist()), strict=True))
-    trace.meta["answer_text"] = adapter.answer_text(trace.final_tokens.tolist())
-    return trace
+    ids = np.unique(np.concatenate([trace.tokens.ravel(), trace.candidate.ravel(), trace.prompt_ids])).tolist()
+    texts = dict(zip(map(str, ids), adapter.token_strings(ids), strict=True))
+    return replace(trace, meta=trace.meta.replace(token_text=texts,
+                                                  answer_text=adapter.answer_text(trace.final_tokens.tolist())))
 
 
 def decode(

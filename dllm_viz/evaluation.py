@@ -120,7 +120,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
                 config: DecodeConfig) -> tuple[ProblemResult, Trace]:
     """Decode one problem and score it with its task's scorer."""
     trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt)
-    completion = str(trace.meta["answer_text"])
+    completion = trace.meta.answer_text
     result = ProblemResult(
         problem_id=problem.problem_id,
         task=problem.task,

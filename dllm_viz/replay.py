@@ -54,11 +54,11 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
             joins the recorded token texts up to the first stop token.
 
     Returns:
-        A Trace on the rule's own clock: `nfe` is the estimated NFE, `meta["dense_steps"]`
+        A Trace on the rule's own clock: `nfe` is the estimated NFE, `meta.dense_steps`
         maps each of its steps to the dense step it read.
     """
-    model = dense.meta.get("model", {})
-    mask_id, stop_ids = int(model.get("mask_token_id", dense.tokens[0, 0])), np.array(dense.stop_token_ids)
+    mask_id = dense.meta.mask_token_id if dense.meta.mask_token_id is not None else int(dense.tokens[0, 0])
+    stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate
     rule_state = rule.init_state(dense.gen_length)
     extra_state = None if extra is None else extra.init_state(dense.gen_length)
@@ -89,10 +89,10 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         dense_steps.append(s)
     label = f"replay: {rule.name}" + (f"+{extra.name}" if extra else "")
     final = canvas.tolist()
-    meta = {**dense.meta, "label": label,
-            "pipeline": {**pipeline.to_dict(), "block": dense.meta.get("pipeline", {}).get("block")},
-            "replay_of": dense.meta.get("label"), "dense_steps": dense_steps,
-            "answer_text": answer_text(final) if answer_text else _joined(dense, final, stop_ids)}
+    meta = dense.meta.replace(
+        label=label, pipeline={**pipeline.to_dict(), "block": dense.meta.pipeline.get("block")},
+        replay_of=dense.meta.label, dense_steps=dense_steps,
+        answer_text=answer_text(final) if answer_text else _joined(dense, final, stop_ids))
     return builder.build(meta)
 
 

@@ -18,6 +18,7 @@ from dllm_viz.engine import StepRecord, decode_meta, finish_trace, iter_decode
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.trace import Trace, TraceBuilder
+from dllm_viz.trace_meta import TraceMeta
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Stepper:
     adapter: ModelAdapter
     signature: tuple[Any, ...]
     builder: TraceBuilder
-    meta: dict[str, Any]
+    meta: TraceMeta
     iterator: Iterator[StepRecord]
     done: bool = False
     masked: int = field(default=0)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS, fill_missing, with_step_fields
+from dllm_viz.trace_meta import TraceMeta
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta_json__"
@@ -36,12 +37,13 @@ class Trace:
     Attributes:
         prompt_ids: [P] the prompt's token ids.
         extras: policy internals by name, each [S, L] float32 (NaN where undefined).
-        meta: JSON-ready metadata: model, pipeline, decode config, prompt text, token texts.
+        meta: model, pipeline, decode config, prompt and answer texts, token texts (a mapping
+            given here is read with TraceMeta.from_dict).
     """
 
     prompt_ids: np.ndarray
     extras: dict[str, np.ndarray] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: TraceMeta = field(default_factory=TraceMeta)
 
     def __post_init__(self) -> None:
         tokens = np.asarray(self.tokens)
@@ -57,6 +59,8 @@ class Trace:
                 raise ValueError(f"Trace.{f.name} must have shape {expected}, got {value.shape}")
             object.__setattr__(self, f.name, value)
         object.__setattr__(self, "prompt_ids", np.asarray(self.prompt_ids).astype(np.int32, copy=False))
+        if not isinstance(self.meta, TraceMeta):
+            object.__setattr__(self, "meta", TraceMeta.from_dict(self.meta))
         for name, value in self.extras.items():
             arr = np.asarray(value, dtype=np.float32)
             if arr.shape != (num_steps, gen_length):
@@ -126,7 +130,7 @@ class Trace:
     @property
     def stop_token_ids(self) -> list[int]:
         """The model's EOS/EoT ids as recorded at decode time (empty if unknown)."""
-        return [int(i) for i in (self.meta.get("model") or {}).get("stop_token_ids", [])]
+        return list(self.meta.stop_token_ids)
 
     @property
     def cut_off(self) -> bool:
@@ -165,7 +169,7 @@ class Trace:
 
     def token_text(self, token_id: int) -> str:
         """Display text of a token id as recorded at decode time ('?' if unknown)."""
-        return str(self.meta.get("token_text", {}).get(str(int(token_id)), "?"))
+        return self.meta.token_text.get(str(int(token_id)), "?")
 
     # ---- persistence ---------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -175,7 +179,7 @@ class Trace:
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
         arrays = {name: getattr(self, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")}
         arrays.update({_EXTRA_PREFIX + k: v for k, v in self.extras.items()})
-        meta = {"schema_version": SCHEMA_VERSION, **self.meta}
+        meta = {"schema_version": SCHEMA_VERSION, **self.meta.to_dict()}
         arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
@@ -224,7 +228,7 @@ def load_trace(path: str | Path) -> Trace:
     extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
     known = {name: arrays[name] for name in (*STEP_FIELD_NAMES, "prompt_ids") if name in arrays}
     try:
-        return Trace(**known, extras=extras, meta=meta)
+        return Trace(**known, extras=extras, meta=TraceMeta.from_dict(meta))
     except ValueError as exc:
         raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
 
@@ -258,8 +262,9 @@ class TraceBuilder:
         if record.stop_reason is not None:
             self.stop_reason = record.stop_reason
 
-    def build(self, meta: dict[str, Any]) -> Trace:
-        """The Trace of the steps so far (valid after any number of steps, even zero)."""
+    def build(self, meta: TraceMeta) -> Trace:
+        """The Trace of the steps so far (valid after any number of steps, even zero); `meta`'s
+        stop_reason is replaced by the recorded one."""
         num_steps, length = self.num_steps, self.gen_length
         arrays = {f.name: np.asarray(self._rows[f.name], dtype=f.dtype).reshape(f.trace_shape(num_steps, length))
                   for f in STEP_FIELDS}
@@ -270,5 +275,5 @@ class TraceBuilder:
             for step, values in by_step.items():
                 full[step] = values
             extras[name] = full
-        meta = {**meta, "stop_reason": self.stop_reason or ("incomplete" if num_steps else "not_started")}
-        return Trace(**arrays, prompt_ids=self._prompt_ids, extras=extras, meta=meta)
+        stop = self.stop_reason or ("incomplete" if num_steps else "not_started")
+        return Trace(**arrays, prompt_ids=self._prompt_ids, extras=extras, meta=meta.replace(stop_reason=stop))

@@ -223,7 +223,7 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
         summary = trace.summary()
         same = sum(a == b for a, b in zip(trace.final_tokens.tolist(), dense.final_tokens.tolist(), strict=False))
         rows.append({
-            "policy": trace.meta.get("label", ""), "NFE": trace.nfe,
+            "policy": trace.meta.label, "NFE": trace.nfe,
             "NFE speedup": base["nfe"] / max(summary["nfe"], 1.0),
             "seconds": summary["seconds"],
             "wall speedup": base["seconds"] / summary["seconds"] if summary["seconds"] > 0 else None,
@@ -236,8 +236,8 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
 
 def share_query(trace: Trace) -> dict[str, str]:
     """Decode-page query params that rebuild `trace`'s settings (policy, fields, gen length, seed)."""
-    pipe = trace.meta.get("pipeline", {})
-    query = {"gen": str(trace.gen_length), "seed": str(trace.meta.get("decode_config", {}).get("seed", 0))}
+    pipe = trace.meta.pipeline
+    query = {"gen": str(trace.gen_length), "seed": str(trace.meta.seed)}
     for part in ("rule", "block"):
         if pipe.get(part):
             query[part] = pipe[part]["name"]

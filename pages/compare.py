@@ -7,6 +7,7 @@ held-out problems, with accuracy, mean NFE, speedups and the NFE-vs-accuracy fro
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import streamlit as st
@@ -73,8 +74,7 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     bar = st.progress(0.0, text="dense baseline")
     for label, pipe in {"dense": Pipeline.dense(gen_length=gen_length), **configs}.items():
         trace = decode_with_bar(adapter, text, pipe, config, bar, label)
-        trace.meta["label"] = label
-        results.append(trace)
+        results.append(replace(trace, meta=trace.meta.replace(label=label)))
     bar.empty()
 
 
@@ -87,14 +87,14 @@ def show_one(results: list) -> None:
                                           "policy overhead %")})
     for column, trace in zip(st.columns(len(others)), others, strict=False):
         with column:
-            st.markdown(f"**{trace.meta['label']}**")
+            st.markdown(f"**{trace.meta.label}**")
             st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
                       delta_color="off", border=True)
-            st.html(diff_html(str(dense.meta["answer_text"]), str(trace.meta["answer_text"])))
+            st.html(diff_html(dense.meta.answer_text, trace.meta.answer_text))
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
             st.plotly_chart(figures.share_step_axis(heatmap, longest),
-                            key=f"cmp_heat_{trace.meta['label']}", theme=None)
-    st.caption(f"Dense output (reference for the highlighted differences): {dense.meta['answer_text']!r}, "
+                            key=f"cmp_heat_{trace.meta.label}", theme=None)
+    st.caption(f"Dense output (reference for the highlighted differences): {dense.meta.answer_text!r}, "
                f"NFE {dense.nfe}")
     series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
                                           "cumulative_cost", "cumulative_seconds", "policy_ms"], key="cmp_series",

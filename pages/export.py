@@ -56,7 +56,7 @@ def session_traces(state: Any) -> dict[str, Trace]:
     out: dict[str, Trace] = {}
     for key, where in (("trace", "Decode"), ("tune_dense", "Tune (dense)"), ("traces_loaded", "Traces")):
         if isinstance(state.get(key), Trace):
-            out[f"{where}: {state[key].meta.get('label', '')} (NFE {state[key].nfe})"] = state[key]
+            out[f"{where}: {state[key].meta.label} (NFE {state[key].nfe})"] = state[key]
     for trace in state.get("cmp_results") or []:
-        out[f"Compare: {trace.meta.get('label', '')} (NFE {trace.nfe})"] = trace
+        out[f"Compare: {trace.meta.label} (NFE {trace.nfe})"] = trace
     return out

@@ -90,10 +90,10 @@ def by_eye() -> None:
     b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
              delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
     c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
-    st.html(diff_html(str(dense.meta["answer_text"]), str(virtual.meta["answer_text"])))
+    st.html(diff_html(dense.meta.answer_text, virtual.meta.answer_text))
     step = scrubber(virtual, st.session_state.get("tune_dense_version", 0), "tune_", follow=False)
     st.html(figures.token_strip_html(virtual, step))
-    st.caption(f"Replayed step {step} reads dense step {virtual.meta['dense_steps'][step] if virtual.nfe else 0}.")
+    st.caption(f"Replayed step {step} reads dense step {virtual.meta.dense_steps[step] if virtual.nfe else 0}.")
     x, y = st.columns(2)
     x.plotly_chart(figures.confidence_heatmap(virtual, title="Replayed commits over the dense statistics"),
                    key="tune_heat", theme=None)
@@ -105,13 +105,13 @@ def by_eye() -> None:
     verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
     if verify and adapter is not None:
         bar = st.progress(0.0, text="verify")
-        real = decode_with_bar(adapter, str(dense.meta.get("prompt_text", "")), pipe,
+        real = decode_with_bar(adapter, dense.meta.prompt_text or "", pipe,
                                decode_config(dense.gen_length), bar, "real run")
         bar.empty()
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
                     f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint.")
         metrics_row(real, baseline=dense)
-        st.html(diff_html(str(dense.meta["answer_text"]), str(real.meta["answer_text"])))
+        st.html(diff_html(dense.meta.answer_text, real.meta.answer_text))
 
 
 def sweep() -> None:

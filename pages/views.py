@@ -22,7 +22,7 @@ PLAYHEAD_COLOR = "#D55E00"
 
 def policy_views(trace: Trace) -> dict[str, Callable[[], go.Figure]]:
     """Views that fit the trace's policy, by name (always the generic ones first)."""
-    pipe = trace.meta.get("pipeline", {})
+    pipe = trace.meta.pipeline
     views: dict[str, Callable[[], go.Figure]] = {
         "commit order": lambda: figures.commit_order_heatmap(trace),
         "entropy": lambda: figures.entropy_heatmap(trace),
@@ -76,12 +76,12 @@ def with_playhead(fig: go.Figure, step: int) -> go.Figure:
 def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace | None = None) -> None:
     """Everything about one trace; `prefix` keeps widget keys apart between pages."""
     metrics_row(trace, baseline=baseline)
-    stop = trace.meta.get("stop_reason", "")
+    stop = trace.meta.stop_reason
     if not trace.is_complete:
         st.warning(f"Partial trace ({stop}): {trace.nfe} forward passes recorded, "
                    f"{int((trace.commit_step < 0).sum())} positions still masked.")
-    st.markdown(f"**Output** · {trace.meta.get('label', '')}")
-    st.code(str(trace.meta.get("answer_text", "")) or " ", language=None, wrap_lines=True)
+    st.markdown(f"**Output** · {trace.meta.label}")
+    st.code(trace.meta.answer_text or " ", language=None, wrap_lines=True)
     if trace.num_steps == 0:
         return
     step = scrubber(trace, version, prefix)
@@ -92,7 +92,7 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     summary = cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace))
     side.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
     views = policy_views(trace)
-    if (trace.meta.get("pipeline", {}).get("block") or {}).get("name") == "adablock":
+    if trace.meta.component("block").get("name") == "adablock":
         st.plotly_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile", theme=None)
     choice = st.segmented_control("More views", list(views), default=list(views)[-1], key=f"{prefix}view",
                                   bind="query-params" if not prefix else None)

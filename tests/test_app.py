@@ -95,7 +95,7 @@ def test_run_shows_the_traces_nfe_and_a_heatmap(dirs: dict[str, Path]) -> None:
     at = click(open_app(query=FAST), "run")
     trace = at.session_state["trace"]
     assert trace.is_complete and trace.gen_length == 32
-    assert trace.meta["pipeline"]["block"]["block_length"] == 8
+    assert trace.meta.pipeline["block"]["block_length"] == 8
     shown = metrics(at)
     assert shown["NFE"] == str(trace.nfe)
     assert shown["Tokens per step"] == f"{trace.summary()['tokens_per_step']:.2f}"
@@ -121,7 +121,7 @@ def test_step_runs_exactly_one_forward_pass_and_run_finishes_the_same_decode(dir
         assert at.session_state["trace"].nfe == expected
         assert metrics(at)["NFE"] == str(expected)
     partial = at.session_state["trace"]
-    assert not partial.is_complete and partial.meta["stop_reason"] == "incomplete"
+    assert not partial.is_complete and partial.meta.stop_reason == "incomplete"
     assert any("Partial trace" in w.value for w in at.warning)
     at.slider(key="t").set_value(0).run()
     assert at.session_state["t"] == 0 and not at.exception
@@ -176,9 +176,9 @@ def test_bad_model_path_shows_an_error_and_the_page_survives(dirs: dict[str, Pat
 def test_a_shared_link_reproduces_the_decode(dirs: dict[str, Path]) -> None:
     query = {**FAST, "rule": "cora", "delta_p": "0.5", "m": "1", "ce": "true", "tau_ce": "0.8", "eos": "true"}
     trace = click(open_app(query=query), "run").session_state["trace"]
-    assert trace.meta["pipeline"]["rule"]["delta_p"] == 0.5 and trace.meta["pipeline"]["extrapolate"]["tau_ce"] == 0.8
+    assert trace.meta.pipeline["rule"]["delta_p"] == 0.5 and trace.meta.pipeline["extrapolate"]["tau_ce"] == 0.8
     again = click(open_app(query=share_query(trace)), "run").session_state["trace"]
-    assert again.meta["pipeline"] == trace.meta["pipeline"]
+    assert again.meta.pipeline == trace.meta.pipeline
     assert again.nfe == trace.nfe and (again.tokens == trace.tokens).all()
 
 
@@ -315,7 +315,7 @@ def test_an_uploaded_trace_is_shown(dirs: dict[str, Path]) -> None:
     at = open_app("traces")
     at.get("file_uploader")[0].set_value(("mine.npz", npz_bytes(trace), "application/octet-stream")).run()
     assert not errors(at) and metrics(at)["NFE"] == str(trace.nfe)
-    assert at.session_state["traces_loaded"].meta["label"] == trace.meta["label"]
+    assert at.session_state["traces_loaded"].meta.label == trace.meta.label
 
 
 # ---- Learn --------------------------------------------------------------------------------

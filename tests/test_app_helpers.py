@@ -48,10 +48,10 @@ def test_a_lower_threshold_never_needs_more_replayed_steps(dense: Trace, extrapo
 def test_replay_records_the_rule_internals_and_which_dense_step_each_step_read(dense: Trace) -> None:
     trace = replay(dense, Pipeline.from_names("cora", "fixed", "kalman", delta_p=0.012, m=1))
     assert {"persistence", "kalman_lower"} <= set(trace.extras)
-    steps = trace.meta["dense_steps"]
+    steps = list(trace.meta.dense_steps)
     assert len(steps) == trace.nfe and steps == sorted(steps) and steps[0] == 0
     np.testing.assert_array_equal(trace.confidence, dense.confidence[steps])
-    assert trace.meta["label"] == "replay: cora+kalman"
+    assert trace.meta.label == "replay: cora+kalman"
 
 
 def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(dense: Trace) -> None:
@@ -69,7 +69,7 @@ def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(de
 def test_npz_export_round_trips_and_a_corrupt_upload_is_refused(dense: Trace) -> None:
     again = uploaded_trace(npz_bytes(dense), "copy.npz")
     np.testing.assert_array_equal(again.tokens, dense.tokens)
-    assert again.meta["label"] == dense.meta["label"]
+    assert again.meta.label == dense.meta.label
     with pytest.raises(TraceFileError, match=r"broken\.npz"):
         uploaded_trace(b"not a zip", "broken.npz")
 

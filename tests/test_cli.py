@@ -23,7 +23,7 @@ def test_decode_prints_text_nfe_and_time_and_saves(tiny_dir: Path, tmp_path: Pat
     assert "nfe=16" in out and "time=" in out and "policy=fixed8+fixed_steps16" in out
     assert "policy_overhead=" in out and "policy_overhead=nan" not in out
     trace = load_trace(out_file)
-    assert trace.nfe == 16 and trace.meta["prompt_text"] == "2 + 3"
+    assert trace.nfe == 16 and trace.meta.prompt_text == "2 + 3"
 
 
 def test_decode_threshold_option_reaches_the_policy(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -115,7 +115,7 @@ def test_step_cap_stops_early_and_marks_trace_incomplete(tiny_adapter) -> None:
     trace = decode(tiny_adapter, prompt, Pipeline(FixedStepsPolicy(), FixedBlocks(32)),
                    DecodeConfig(gen_length=32, max_steps=5))
     assert trace.nfe == 5 and not trace.is_complete
-    assert trace.meta["stop_reason"] == "max_steps"
+    assert trace.meta.stop_reason == "max_steps"
     assert (trace.final_tokens == tiny_adapter.info.mask_token_id).sum() == 27
 
 

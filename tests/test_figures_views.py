@@ -203,7 +203,7 @@ def test_step_time_splits_into_forward_policy_and_engine(known) -> None:
 
 
 def test_mask_id_falls_back_to_the_initial_canvas(known) -> None:
-    del known.meta["model"]
+    known = replace(known, meta=known.meta.replace(model=None))
     assert settled_step(known).tolist() == [2, 1, 2, -1]
     assert token_states(known, 0).state.tolist() == [0, 0, 0, 0]
 

@@ -90,7 +90,7 @@ def test_every_rule_runs_with_every_cache_mode(tiny_adapter, rule: str, mode: st
     trace = decode(tiny_adapter, tiny_adapter.encode_prompt("Tom has 3 apples."), pipeline,
                    DecodeConfig(gen_length=32))
     assert trace.is_complete
-    kinds = [trace.meta["pass_kind_names"][k] for k in trace.pass_kind]
+    kinds = [trace.meta.pass_kind_names[k] for k in trace.pass_kind]
     first_of_block = np.r_[True, trace.block_index[1:] != trace.block_index[:-1]]
     assert all(kinds[i] == "full" for i in np.flatnonzero(first_of_block))
     if mode == "none":

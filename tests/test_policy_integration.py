@@ -37,9 +37,9 @@ def test_composition_decodes_and_round_trips(tiny_adapter, tmp_path: Path, rule:
     assert sorted(loaded.extras) == sorted(trace.extras)
     for name, values in trace.extras.items():
         np.testing.assert_array_equal(loaded.extras[name], values)
-    assert Pipeline.from_dict(loaded.meta["pipeline"]).rule == pipeline.rule
+    assert Pipeline.from_dict(loaded.meta.pipeline).rule == pipeline.rule
     if block == "adablock":
-        resolved = loaded.meta["pipeline"]["block"]["delimiter_threshold"]
+        resolved = loaded.meta.pipeline["block"]["delimiter_threshold"]
         assert resolved == DELIMITER_THRESHOLDS["tiny"]  # the family default was resolved
 
 
@@ -52,7 +52,7 @@ def test_cli_accepts_a_full_composition(tiny_dir: Path, tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert "policy=adablock8(" in out and "+cora0.5(1)+kalman0.8+eos0.8" in out
     meta = load_trace(tmp_path / "t.npz").meta
-    assert meta["pipeline"]["block"]["delimiters"] == ["\n", "."]
+    assert meta.pipeline["block"]["delimiters"] == ("\n", ".")
 
 
 def test_labels_show_delimiters_as_text_not_python_reprs() -> None:

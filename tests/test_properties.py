@@ -40,7 +40,7 @@ def check_invariants(trace, config: DecodeConfig) -> None:
         assert ((chosen >= start) & (chosen < end)).all(), "commits stay inside the window"
     assert (trace.committed.sum(axis=0) <= 1).all(), "a position commits at most once"
     assert trace.num_steps <= config.step_cap
-    if trace.meta["stop_reason"] != "eos":
+    if trace.meta.stop_reason != "eos":
         assert trace.is_complete and (trace.committed.sum(axis=0) == 1).all()
     assert (trace.reason[trace.committed] >= 0).all()
 
@@ -68,7 +68,7 @@ def test_eos_halt_mode_may_stop_with_masks_left() -> None:
     config = DecodeConfig(gen_length=48)
     trace = decode(ADAPTER, [4, 5], pipeline, config)
     check_invariants(trace, config)
-    assert trace.meta["stop_reason"] in ("eos", "complete")
+    assert trace.meta.stop_reason in ("eos", "complete")
 
 
 @pytest.mark.parametrize("gen_length", GEN_LENGTHS)

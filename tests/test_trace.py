@@ -15,6 +15,7 @@ from dllm_viz.engine import decode
 from dllm_viz.policies import Pipeline
 from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS
 from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, load_trace
+from dllm_viz.trace_meta import TraceMeta
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +32,39 @@ def test_round_trip_is_identical(trace: Trace, tmp_path: Path) -> None:
         assert np.array_equal(getattr(loaded, name), getattr(trace, name)), name
         assert getattr(loaded, name).dtype == getattr(trace, name).dtype
     assert np.array_equal(loaded.extras["persistence"], trace.extras["persistence"])
-    assert loaded.meta["prompt_text"] == "toy prompt"
-    assert loaded.meta["pipeline"] == trace.meta["pipeline"]
-    assert Pipeline.from_dict(loaded.meta["pipeline"]) == Pipeline.from_names("threshold", threshold=0.6,
+    assert loaded.meta.prompt_text == "toy prompt"
+    assert loaded.meta.pipeline == trace.meta.pipeline
+    assert Pipeline.from_dict(loaded.meta.pipeline) == Pipeline.from_names("threshold", threshold=0.6,
                                                                                block_length=8)
     with zipfile.ZipFile(path) as zf:
         assert all(not name.endswith(".pkl") for name in zf.namelist())
     np.load(path, allow_pickle=False).close()
+
+
+def test_metadata_is_typed_immutable_and_round_trips(trace: Trace, tmp_path: Path) -> None:
+    loaded = load_trace(trace.save(tmp_path / "meta.npz"))
+    assert loaded.meta == trace.meta
+    assert loaded.meta.model == ToyAdapter().info and loaded.meta.decode_config == DecodeConfig(gen_length=24)
+    assert loaded.meta.answer_text != "" and loaded.meta.label == "fixed8+threshold0.6"
+    with pytest.raises(AttributeError):
+        trace.meta.label = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        trace.meta.pipeline["rule"]["threshold"] = 0.1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        trace.meta.token_text["0"] = "x"  # type: ignore[index]
+
+
+def test_unknown_metadata_keys_survive_a_load_and_save(trace: Trace, tmp_path: Path) -> None:
+    """A newer writer's metadata keys are kept, not dropped, when an older reader saves the trace."""
+    path = trace.save(tmp_path / "t.npz")
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(arrays["__meta_json__"].tobytes())
+    meta["from_the_future"] = {"x": [1, 2]}
+    arrays["__meta_json__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    again = load_trace(load_trace(path).save(tmp_path / "again.npz"))
+    assert again.meta.other["from_the_future"]["x"] == (1, 2)
 
 
 def test_derived_views(trace: Trace) -> None:
@@ -47,9 +74,9 @@ def test_derived_views(trace: Trace) -> None:
     assert trace.nfe == trace.num_steps == trace.confidence.shape[0]
     assert trace.tokens.shape == (trace.num_steps + 1, trace.gen_length)
     assert (trace.tokens[0] == 0).all()
-    assert set(trace.commit_reason.tolist()) <= set(range(len(trace.meta["reason_names"])))
+    assert set(trace.commit_reason.tolist()) <= set(range(len(trace.meta.reason_names)))
     assert trace.token_text(int(trace.final_tokens[0])).startswith("t")
-    assert trace.meta["stop_reason"] == "complete"
+    assert trace.meta.stop_reason == "complete"
 
 
 def test_save_adds_npz_suffix(trace: Trace, tmp_path: Path) -> None:
@@ -130,7 +157,7 @@ def test_every_step_field_of_the_records_reaches_the_trace() -> None:
     builder = TraceBuilder(24, np.zeros(24), np.array([3, 4, 5]))
     for record in records:
         builder.add(record)
-    built = builder.build({})
+    built = builder.build(TraceMeta())
     for step, record in enumerate(records):
         row = built.step_values(step)
         for f in STEP_FIELDS:
@@ -140,10 +167,10 @@ def test_every_step_field_of_the_records_reaches_the_trace() -> None:
 
 def test_builder_makes_valid_empty_and_partial_traces() -> None:
     builder = TraceBuilder(8, np.zeros(8), np.array([1, 2]))
-    empty = builder.build({})
-    assert empty.num_steps == 0 and empty.meta["stop_reason"] == "not_started"
+    empty = builder.build(TraceMeta())
+    assert empty.num_steps == 0 and empty.meta.stop_reason == "not_started"
     assert empty.commit_step.tolist() == [-1] * 8
 
 
 def _fields(trace: Trace) -> dict:
-    return {name: getattr(trace, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")} | {"meta": dict(trace.meta)}
+    return {name: getattr(trace, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")} | {"meta": trace.meta}

@@ -86,7 +86,9 @@ def make_trace(num_steps: int, gen_length: int, *, block_length: int = 8, seed: 
 
 def meta(label: str) -> dict[str, Any]:
     """Metadata as the engine records it (model ids, reason names, token texts)."""
-    return {"label": label, "model": {"mask_token_id": MASK, "stop_token_ids": [EOS]},
+    model = {"family": "toy", "name_or_path": "trace_factory", "mask_token_id": MASK, "eos_token_id": EOS,
+             "eot_token_id": None, "vocab_size": VOCAB, "device": "cpu", "dtype": "float32"}
+    return {"label": label, "model": model,
             "reason_names": list(COMMIT_REASONS), "token_text": token_text(),
             "pipeline": {"rule": {"name": "cora", "delta_p": 0.97, "m": 2},
                          "extrapolate": {"name": "kalman", "tau_ce": 0.9}}}

@@ -33,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     prompt_ids = adapter.encode_prompt(args.prompt, chat=args.chat)
     trace = decode(adapter, prompt_ids, pipe, config, prompt_text=args.prompt)
     summary = trace.summary()
-    print(trace.meta["answer_text"])
+    print(trace.meta.answer_text)
     print(f"policy={pipe.label} nfe={trace.nfe} time={summary['seconds']:.3f}s "
           f"tokens/s={summary['tokens_per_second']:.1f} tokens/step={summary['tokens_per_step']:.2f} "
-          f"policy_overhead={100 * summary['policy_overhead']:.2f}% stop={trace.meta['stop_reason']}")
+          f"policy_overhead={100 * summary['policy_overhead']:.2f}% stop={trace.meta.stop_reason}")
     if args.save is not None:
         print(f"saved {trace.save(args.save)}")
     return 0

@@ -75,20 +75,19 @@ def position_labels(trace: Trace) -> list[str]:
 
 
 def trace_label(trace: Trace) -> str:
-    """Name of a trace for titles and legends: meta['label'] (else 'trace'), one line, escaped."""
-    return plotly_text(display_text(str(trace.meta.get("label") or "trace")))
+    """Name of a trace for titles and legends: meta.label (else 'trace'), one line, escaped."""
+    return plotly_text(display_text(trace.meta.label or "trace"))
 
 
 def mask_token_id(trace: Trace) -> int:
-    """The mask token id: meta['model']['mask_token_id'], else the initial canvas's token."""
-    model = trace.meta.get("model") or {}
-    if "mask_token_id" in model:
-        return int(model["mask_token_id"])
+    """The mask token id: the recorded model's, else the initial canvas's token."""
+    if trace.meta.mask_token_id is not None:
+        return trace.meta.mask_token_id
     return int(trace.tokens[0, 0]) if trace.gen_length else -1
 
 
 def stop_token_ids(trace: Trace) -> np.ndarray:
-    """EOS/EoT ids recorded in meta['model']['stop_token_ids'] (empty if unknown)."""
+    """EOS/EoT ids of the recorded model (empty if unknown)."""
     return np.asarray(trace.stop_token_ids, dtype=np.int64)
 
 
@@ -98,10 +97,9 @@ def masked_before(trace: Trace) -> np.ndarray:
 
 
 def reason_names(trace: Trace) -> tuple[str, ...]:
-    """Commit-reason names for the trace's int8 codes (meta['reason_names'], else the current list)."""
-    names = trace.meta.get("reason_names")
-    if names:
-        return tuple(str(n) for n in names)
+    """Commit-reason names for the trace's int8 codes (meta.reason_names, else the current list)."""
+    if trace.meta.reason_names:
+        return trace.meta.reason_names
     from dllm_viz.policies.base import COMMIT_REASONS  # numpy-only module; imported lazily
 
     return COMMIT_REASONS

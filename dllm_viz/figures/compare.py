@@ -21,7 +21,7 @@ SweepRecord = tuple[str, float, float]  # (label, nfe, accuracy)
 
 
 def unique_labels(traces: Sequence[Trace]) -> list[str]:
-    """meta['label'] of each trace, repeated labels numbered ('#2', '#3', ...)."""
+    """meta.label of each trace, repeated labels numbered ('#2', '#3', ...)."""
     seen: dict[str, int] = {}
     out = []
     for trace in traces:
@@ -70,7 +70,7 @@ def step_series_lines(traces: Sequence[Trace], *, series: str = "committed_fract
         title: figure title; the default names the series.
 
     Returns:
-        One scatter line per trace, legend labels from meta['label'].
+        One scatter line per trace, legend labels from meta.label.
 
     Raises:
         ValueError: no traces, different gen_lengths, or an unknown `series` / `x`.
@@ -105,7 +105,7 @@ def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
         title: figure title.
 
     Returns:
-        One go.Bar with a bar per trace, labelled from meta['label'].
+        One go.Bar with a bar per trace, labelled from meta.label.
 
     Raises:
         ValueError: no traces.

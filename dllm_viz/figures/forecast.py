@@ -43,9 +43,8 @@ MAX_PANELS = 12
 
 
 def ce_threshold(trace: Trace) -> float:
-    """tau_ce recorded in meta['pipeline']['extrapolate'], else DEFAULT_TAU_CE."""
-    extrapolate = (trace.meta.get("pipeline") or {}).get("extrapolate") or {}
-    return float(extrapolate.get("tau_ce", DEFAULT_TAU_CE))
+    """tau_ce of the recorded extrapolator, else DEFAULT_TAU_CE."""
+    return float(trace.meta.component("extrapolate").get("tau_ce", DEFAULT_TAU_CE))
 
 
 def ce_early_step(trace: Trace) -> np.ndarray:
