@@ -24,7 +24,6 @@ OKABE_ITO: tuple[str, ...] = (
     "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
 )
 COMMIT_COLOR = "#D55E00"  # vermillion: visible on every Viridis colour
-BOUNDARY_COLOR = "#FFFFFF"
 BAND_EDGE_COLOR = "#E69F00"
 NO_DATA_COLOR = "#D9D9D9"  # committed / undefined cells
 

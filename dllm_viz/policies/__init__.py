@@ -1,68 +1,55 @@
 """Decoding policies: commit rules and block sizers, composed by `Pipeline`.
 
-Each rule lives in its own module; the registries in `registry.py` name them explicitly.
+Each rule lives in its own module; the registries in `registry.py` name them explicitly. The
+names below are imported on first use (PEP 562), so importing one leaf module (the extras'
+names, the contracts in base.py) does not load every rule: figures read those without the
+policies, their weights code or threadpoolctl.
 """
 
 from __future__ import annotations
 
-from dllm_viz.policies.adablock import AdaBlock
-from dllm_viz.policies.base import (
-    COMMIT_REASONS,
-    NO_REASON,
-    BlockSizer,
-    CommitRule,
-    Decision,
-    Extrapolator,
-    StepView,
-    StopDecision,
-    StopRule,
-    reason_code,
-    top_k_mask,
-)
-from dllm_viz.policies.blocks import FixedBlocks
-from dllm_viz.policies.cora import CoraPolicy
-from dllm_viz.policies.dream import DreamPolicy
-from dllm_viz.policies.eos_stop import EosStop
-from dllm_viz.policies.factor import FactorPolicy
-from dllm_viz.policies.fixed_steps import FixedStepsPolicy
-from dllm_viz.policies.kalman import KalmanExtrapolation
-from dllm_viz.policies.learn2pd import Learn2PdPolicy
-from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
-from dllm_viz.policies.schedule import transfer_schedule
-from dllm_viz.policies.threshold import ThresholdPolicy
-from dllm_viz.policies.tspd import TspdPolicy
+import importlib
+from typing import Any
 
-POLICIES = RULES
+# Public name -> the module under dllm_viz.policies that defines it.
+_EXPORTS: dict[str, str] = {
+    "AdaBlock": "adablock",
+    "BLOCKS": "registry",
+    "BlockSizer": "base",
+    "COMMIT_REASONS": "base",
+    "CommitRule": "base",
+    "CoraPolicy": "cora",
+    "Decision": "base",
+    "DreamPolicy": "dream",
+    "EXTRAPOLATORS": "registry",
+    "EosStop": "eos_stop",
+    "Extrapolator": "base",
+    "FactorPolicy": "factor",
+    "FixedBlocks": "blocks",
+    "FixedStepsPolicy": "fixed_steps",
+    "KalmanExtrapolation": "kalman",
+    "Learn2PdPolicy": "learn2pd",
+    "NO_REASON": "base",
+    "Pipeline": "pipeline",
+    "RULES": "registry",
+    "STOPS": "registry",
+    "StepView": "base",
+    "StopDecision": "base",
+    "StopRule": "base",
+    "ThresholdPolicy": "threshold",
+    "TspdPolicy": "tspd",
+    "reason_code": "base",
+    "top_k_mask": "base",
+    "transfer_schedule": "schedule",
+}
 
-__all__ = [
-    "BLOCKS",
-    "COMMIT_REASONS",
-    "EXTRAPOLATORS",
-    "NO_REASON",
-    "POLICIES",
-    "RULES",
-    "STOPS",
-    "AdaBlock",
-    "BlockSizer",
-    "CommitRule",
-    "CoraPolicy",
-    "Decision",
-    "DreamPolicy",
-    "EosStop",
-    "Extrapolator",
-    "FactorPolicy",
-    "FixedBlocks",
-    "FixedStepsPolicy",
-    "KalmanExtrapolation",
-    "Learn2PdPolicy",
-    "Pipeline",
-    "StepView",
-    "StopDecision",
-    "StopRule",
-    "ThresholdPolicy",
-    "TspdPolicy",
-    "reason_code",
-    "top_k_mask",
-    "transfer_schedule",
-]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dllm_viz.policies' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dllm_viz.policies.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value

@@ -23,8 +23,3 @@ CE_EARLY = "ce_early"  # 1 where CE committed a position the base rule did not
 # Learned controllers (policies/tspd.py, policies/learn2pd.py)
 TSPD_GATE = "tspd_gate"  # sigmoid fix probability of the LSTM controller
 FILTER_PROB = "filter_prob"  # Learn2PD filter acceptance probability
-
-ALL_EXTRAS: tuple[str, ...] = (
-    PERSISTENCE, DELIMITER_CONFIDENCE, VOLATILITY_REGION, KALMAN_LEVEL, KALMAN_VELOCITY,
-    KALMAN_FORECAST, KALMAN_LOWER, KALMAN_UPPER, KALMAN_HORIZON, CE_EARLY, TSPD_GATE, FILTER_PROB,
-)
