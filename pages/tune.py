@@ -1,7 +1,7 @@
 """Tune: thresholds by eye on a recorded dense trace (instant), or swept over a prompt set.
 
 By eye: record one dense decode, then every slider move replays the rule (and CE) over its
-per-step statistics (pages/replay.py) and shows which tokens it would accept and when, the
+per-step statistics (dllm_viz/replay.py) and shows which tokens it would accept and when, the
 estimated NFE and whether the output matches the dense endpoint; Verify runs it for real.
 Sweep: a grid of one or two field values over held-out problems, plotted as NFE vs accuracy
 with the Pareto front.
@@ -38,7 +38,7 @@ mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", requi
                             bind="query-params")
 adapter = current_model()
 left, mid, right = st.columns([2, 1, 1])
-rule = left.segmented_control("Commit rule", ["threshold", "cora", "factor", "dream", "fixed_steps"],
+rule = left.segmented_control("Commit rule", sorted(RULES),
                               default="threshold", required=True, key="tune_rule", bind="query-params")
 gen_length = gen_length_input("tune_gen", default=32, bind=True, container=mid)
 block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,

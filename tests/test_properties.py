@@ -62,13 +62,18 @@ def test_every_composition_keeps_the_invariants(rule_name: str, gen_length: int,
         assert np.array_equal(trace.committed, again.committed)
 
 
-def test_eos_halt_mode_may_stop_with_masks_left() -> None:
-    pipeline = Pipeline.from_names("threshold", "fixed", None, "eos", threshold=0.5, block_length=48,
-                                   eos_mode="halt", eos_confidence=0.3)
+@pytest.mark.parametrize(("mode", "stop_reason"), [("halt", "eos"), ("finish", "complete")])
+def test_eos_halt_mode_stops_with_masks_left_and_finish_mode_does_not(mode: str, stop_reason: str) -> None:
+    """A low threshold commits a confident EOS in the first pass, while positions before it are still
+    masked: halt stops there (the CORA release quirk), finish decodes them."""
+    pipeline = Pipeline.from_names("threshold", "fixed", None, "eos", threshold=0.1, block_length=48,
+                                   eos_mode=mode, eos_confidence=0.1)
     config = DecodeConfig(gen_length=48)
     trace = decode(ADAPTER, [4, 5], pipeline, config)
     check_invariants(trace, config)
-    assert trace.meta.stop_reason in ("eos", "complete")
+    assert trace.meta.stop_reason == stop_reason
+    left = int((trace.final_tokens == ADAPTER.info.mask_token_id).sum())
+    assert (left > 0) == (mode == "halt")
 
 
 @pytest.mark.parametrize("gen_length", GEN_LENGTHS)
