@@ -20,7 +20,7 @@ from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.policies.base import parse_field
+from dllm_viz.policies.knobs import parse_knob
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.tasks import Problem
@@ -120,7 +120,7 @@ def _overrides(cls: type, arguments: str) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep:
             raise ValueError(f"option {item.strip()!r} of {cls.name!r} needs the form name=value")  # type: ignore[attr-defined]
-        values[key.strip()] = parse_field(cls, key.strip(), text)
+        values[key.strip()] = parse_knob(cls, key.strip(), text)
     return values
 
 

@@ -18,14 +18,14 @@ from dllm_viz.bench import ROW_COLUMNS, run_bench
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
+from dllm_viz.policies.knobs import Knob
 from dllm_viz.tasks import Problem
 from pages.common import model_turn
-from pages.widgets import FieldSpec
 
 MAX_GRID = 25
 
 
-def parse_values(name: str, text: str, specs: Sequence[FieldSpec]) -> list[Any]:
+def parse_values(name: str, text: str, specs: Sequence[Knob]) -> list[Any]:
     """Comma-separated values of field `name`, converted to its type; ValueError names the bad one."""
     kind = next(s.kind for s in specs if s.name == name)
     values = []

@@ -15,6 +15,7 @@ from dllm_viz import figures
 from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
+from dllm_viz.policies.knobs import knobs
 from dllm_viz.replay import agreement, replay
 from dllm_viz.tasks import TASKS
 from pages.common import (
@@ -30,7 +31,7 @@ from pages.common import (
 )
 from pages.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
 from pages.views import scrubber
-from pages.widgets import component_fields, field_specs, gen_length_input
+from pages.widgets import component_fields, gen_length_input
 
 require_app_frame()
 st.title("Tune")
@@ -115,7 +116,7 @@ def by_eye() -> None:
 
 
 def sweep() -> None:
-    numeric = [s for s in field_specs(RULES[rule]) if s.kind in (int, float) and s.choices is None]
+    numeric = [s for s in knobs(RULES[rule]) if s.kind in (int, float) and s.choices is None]
     if not numeric:
         st.info(f"{rule} has no numeric field to sweep; pick another rule.")
         return

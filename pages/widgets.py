@@ -1,8 +1,8 @@
 """Widgets generated from the policy dataclasses: one composition form shared by every page.
 
-A policy is block sizing x commit rule x (CE) x (EOS stop) x cache. Every field of every chosen
-component becomes a widget (slider, number input, toggle, choice) built from its type and its
-`metadata["help"]`, so a new policy knob appears in the app without touching a page. Widget
+A policy is block sizing x commit rule x (CE) x (EOS stop) x cache. Every knob of every chosen
+component becomes a widget (slider, number input, toggle, choice) built from its declaration
+(type, help, range: policies/knobs.py), so a new policy knob appears in the app without touching a page. Widget
 keys are `<prefix><field name>` and can be bound to the URL, so a link reproduces the form.
 """
 
@@ -10,32 +10,18 @@ from __future__ import annotations
 
 import codecs
 import json
-import typing
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import streamlit as st
 
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from dllm_viz.policies.knobs import Knob, knobs, parse_strings
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
-# A float field whose help mentions one of these (and whose default is in [0, 1]) is a slider.
-_UNIT_HINTS = ("(0, 1", "[0, 1", "probability", "confidence", "fraction", "lower bound", "coverage")
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One configurable field of a policy component, as the form needs it."""
-
-    name: str
-    kind: type
-    choices: tuple[Any, ...] | None
-    optional: bool
-    default: Any
-    help: str
 
 
 @dataclass(frozen=True)
@@ -56,49 +42,18 @@ class PolicySpec:
                                    refresh_every=self.refresh_every, **self.options)
 
 
-def field_specs(cls: type) -> list[FieldSpec]:
-    """FieldSpecs of a policy component dataclass, in declaration order."""
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in fields(cls):
-        kind, choices, optional = _kind(hints[f.name])
-        default = None if f.default is MISSING else f.default
-        out.append(FieldSpec(f.name, kind, choices, optional, default, str(f.metadata.get("help", f.name))))
-    return out
+def _is_slider(spec: Knob) -> bool:
+    """A required float whose range lies in [0, 1] and whose default sits on the slider's 0.01 grid."""
+    if spec.kind is not float or spec.optional or spec.range is None or not spec.range.is_unit:
+        return False
+    return abs(round(float(spec.default), 2) - float(spec.default)) < 1e-12
 
 
-def _kind(annotation: Any) -> tuple[type, tuple[Any, ...] | None, bool]:
-    """(base type, Literal choices, whether None is allowed) of a field annotation."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    optional = type(None) in typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if origin is tuple:
-        return tuple, None, optional
-    if origin is Literal:
-        return type(args[0]), tuple(args), optional
-    if optional and args:
-        kind, choices, _ = _kind(args[0])
-        return kind, choices, True
-    return annotation, None, optional
-
-
-def parse_strings(text: str) -> tuple[str, ...] | None:
-    r"""Comma-separated strings with Python escapes (`\n,.` -> ("\n", ".")); empty -> None."""
-    parts = tuple(codecs.decode(p, "unicode_escape") for p in text.split(",") if p)
-    return parts or None
-
-
-def _is_unit(spec: FieldSpec) -> bool:
-    default = spec.default if spec.default is not None else 0.5
-    return 0.0 <= float(default) <= 1.0 and any(h in spec.help for h in _UNIT_HINTS)
-
-
-def field_widget(spec: FieldSpec, key: str, *, bind: bool, weights: Callable[[str], list[str]] | None = None,
+def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], list[str]] | None = None,
                  container: Any = None) -> Any:
     """Render one field's widget under `key` and return its value (None = the component default)."""
     box = container if container is not None else st
-    extra: dict[str, Any] = {"key": key, "help": f"{spec.help} (default {spec.default!r})",
-                             "persist_state": "session"}
+    extra: dict[str, Any] = {"key": key, "help": spec.describe(), "persist_state": "session"}
     if bind:
         extra["bind"] = "query-params"
     label = spec.name.replace("_", " ")
@@ -108,27 +63,39 @@ def field_widget(spec: FieldSpec, key: str, *, bind: bool, weights: Callable[[st
         return box.toggle(label, value=bool(spec.default), **extra)
     if spec.kind is tuple:
         shown = ",".join(codecs.encode(s, "unicode_escape").decode() for s in spec.default or ())
-        return parse_strings(box.text_input(label, value=shown, placeholder="default", **extra) or "")
+        return parse_strings(box.text_input(label, value=shown, placeholder="default", **extra) or "") or None
     if spec.kind is str:
         known = weights(spec.name) if weights is not None else []
         if known:
             extra["help"] += ". Trained here: " + ", ".join(known[:3])
         return box.text_input(label, value=str(spec.default), **extra)
-    if spec.kind is float and not spec.optional and _is_unit(spec):
+    if _is_slider(spec):
         return box.slider(label, 0.0, 1.0, float(spec.default), 0.01, **extra)
+    bounds = _bounds(spec)
     if spec.kind is float:
         value = None if spec.default is None else float(spec.default)
-        return box.number_input(label, value=value, format="%.4g", placeholder="default", **extra)
+        return box.number_input(label, value=value, format="%.4g", placeholder="default", **bounds, **extra)
     if spec.kind is int:
         value = None if spec.default is None else int(spec.default)
-        return box.number_input(label, value=value, step=1, placeholder="default", **extra)
+        return box.number_input(label, value=value, step=1, placeholder="default", **bounds, **extra)
     raise TypeError(f"no widget for field {spec.name!r} of type {spec.kind!r}; add one to pages/widgets.py")
+
+
+def _bounds(spec: Knob) -> dict[str, Any]:
+    """number_input limits from a knob's closed range ends (an open end is checked on submit instead)."""
+    out: dict[str, Any] = {}
+    rng = spec.range
+    if rng is not None and rng.low is not None and rng.low_closed:
+        out["min_value"] = spec.kind(rng.low)
+    if rng is not None and rng.high is not None and rng.high_closed:
+        out["max_value"] = spec.kind(rng.high)
+    return out
 
 
 def component_fields(cls: type, prefix: str, *, bind: bool, columns: int = 3,
                      weights: Callable[[str], list[str]] | None = None) -> dict[str, Any]:
     """Widgets for every field of `cls` laid out in columns; returns field name -> value."""
-    specs = field_specs(cls)
+    specs = knobs(cls)
     if not specs:
         return {}
     cols = st.columns(min(columns, len(specs)))

@@ -11,12 +11,12 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
+from dllm_viz.policies.knobs import knobs, parse_strings
 from dllm_viz.replay import agreement, replay
 from dllm_viz.trace import Trace, TraceFileError
 from pages.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
 from pages.export import npz_bytes, png_available, png_bytes, uploaded_trace
 from pages.sweep import parse_values, sweep_configs
-from pages.widgets import field_specs, parse_strings
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_diff_html_marks_only_the_changed_words() -> None:
 
 
 def test_sweep_values_and_grid() -> None:
-    specs = field_specs(Pipeline.from_names("cora").rule.__class__)
+    specs = knobs(Pipeline.from_names("cora").rule.__class__)
     assert parse_values("delta_p", "0.5, 0.9,", specs) == [0.5, 0.9]
     assert parse_values("m", "1,2", specs) == [1, 2]
     with pytest.raises(ValueError, match=r"'x'.*delta_p"):
@@ -117,4 +117,4 @@ def test_sweep_values_and_grid() -> None:
 
 def test_parse_strings_reads_python_escapes() -> None:
     assert parse_strings(r"\n,.") == ("\n", ".")
-    assert parse_strings("") is None
+    assert parse_strings("") == ()

@@ -73,8 +73,8 @@ def test_components_carry_their_own_options_over_the_shared_ones() -> None:
 
 @pytest.mark.parametrize(("name", "message"), [
     ("cora(delta=0.9)", "cora has no option 'delta'; its options: delta_p, m"),
-    ("cora(m=two)", "cora option m='two' is not a valid int"),
-    ("cora(m=1.5)", "not a valid int"),
+    ("cora(m=two)", "cora option m='two' is not an integer"),
+    ("cora(m=1.5)", "not an integer"),
     ("threshold(threshold=1.5)", r"`threshold` must be in \(0, 1\], got 1.5"),  # the component's own check
     ("threshold+eos(eos_mode=later)", r"choose one of \['finish', 'halt'\]"),
     ("cora(0.99)", "needs the form name=value"),

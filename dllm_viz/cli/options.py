@@ -8,14 +8,13 @@ whichever chosen component has a field of that name.
 from __future__ import annotations
 
 import argparse
-import typing
-from dataclasses import MISSING, fields
+from functools import partial
 from typing import Any
 
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
-from dllm_viz.policies.base import field_kind
+from dllm_viz.policies.knobs import Knob, knobs, parse_text
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -54,29 +53,42 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--deprioritize-eos", action="store_true",
                        help="LLaDA confidence_eos_eot_inf: EOS/EoT candidates get confidence 0")
     policy = parser.add_argument_group("policy options (each applies to the chosen component that has it)")
-    for name, (kind, choices, help_text, owners) in policy_fields().items():
+    for name, (spec, owners) in policy_fields().items():
         flag = "--" + name.replace("_", "-")
-        text = f"{help_text} [{', '.join(owners)}]"
-        if kind is bool:
+        text = f"{spec.describe()} [{', '.join(owners)}]".replace("%", "%%")
+        if spec.kind is bool:
             policy.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            policy.add_argument(flag, dest=name, type=kind, choices=choices, default=None, help=text)
+            policy.add_argument(flag, dest=name, type=partial(_read_knob, spec), default=None, help=text,
+                                metavar=_metavar(spec))
 
 
-def policy_fields() -> dict[str, tuple[type, list[Any] | None, str, list[str]]]:
-    """Every field of every registered component: name -> (type, choices, help, owners)."""
-    out: dict[str, tuple[type, list[Any] | None, str, list[str]]] = {}
+def policy_fields() -> dict[str, tuple[Knob, list[str]]]:
+    """Every knob of every registered component: name -> (its declaration, the components that have it).
+
+    A name shared by several components has one declaration (tests/test_knobs.py checks it), so
+    one flag serves them all.
+    """
+    out: dict[str, tuple[Knob, list[str]]] = {}
     for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS):
         for comp_name, cls in sorted(registry.items()):
-            hints = typing.get_type_hints(cls)
-            for f in fields(cls):
-                kind, choices = field_kind(hints[f.name])
-                default = "" if f.default is MISSING else f" (default {f.default})"
-                if f.name in out:
-                    out[f.name][3].append(comp_name)
-                    continue
-                out[f.name] = (kind, choices, str(f.metadata.get("help", f.name)) + default, [comp_name])
+            for spec in knobs(cls):
+                out.setdefault(spec.name, (spec, []))[1].append(comp_name)
     return out
+
+
+def _read_knob(spec: Knob, text: str) -> Any:
+    """argparse type of a knob flag: the knobs' own text reader, so the CLI accepts what the bench does."""
+    try:
+        return parse_text(spec, text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _metavar(spec: Knob) -> str:
+    if spec.choices is not None:
+        return "{" + ",".join(map(str, spec.choices)) + "}"
+    return spec.name.upper()
 
 
 def decode_config(args: argparse.Namespace) -> DecodeConfig:

@@ -10,13 +10,14 @@ commit rule decides inside the window (the paper uses Fast-dLLM's threshold 0.9)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
 from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
+from dllm_viz.policies.knobs import check_knobs, knob
 
 # Family defaults of tau_D (ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
 # volatility band than AR-initialised Dream. The tiny model's value is calibrated on its
@@ -41,29 +42,14 @@ class AdaBlock(BlockSizer):
     """
 
     name: ClassVar[str] = "adablock"
-    init_block_length: int = field(default=32, metadata={"help": "AdaBlock fallback block size B0"})
-    delimiter_threshold: float | None = field(
-        default=None, metadata={"help": "AdaBlock tau_D; None = the model family's default"}
-    )
-    lookahead_fraction: float = field(
-        default=0.25, metadata={"help": "AdaBlock look-ahead window as a fraction of gen_length"}
-    )
-    delimiters: tuple[str, ...] | None = field(
-        default=None, metadata={"help": "delimiter strings; None = the model's (newline)"}
-    )
-    floor_confidence: float = field(
-        default=0.1, metadata={"help": "confidence below which a masked position is in the low floor"}
-    )
+    init_block_length: int = knob(32, "AdaBlock fallback block size B0", within=">= 1")
+    delimiter_threshold: float | None = knob(None, "AdaBlock tau_D; None = the model family's default", within="[0, 1]")
+    lookahead_fraction: float = knob(0.25, "AdaBlock look-ahead window as a fraction of gen_length", within="(0, 1]")
+    delimiters: tuple[str, ...] | None = knob(None, "delimiter strings; None = the model's (newline)")
+    floor_confidence: float = knob(0.1, "confidence below which a masked position is in the low floor", within="[0, 1]")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.init_block_length, int) or self.init_block_length < 1:
-            raise ValueError(f"`init_block_length` must be a positive integer, got {self.init_block_length!r}")
-        if self.delimiter_threshold is not None and not 0.0 <= self.delimiter_threshold <= 1.0:
-            raise ValueError(f"`delimiter_threshold` must be in [0, 1], got {self.delimiter_threshold!r}")
-        if not 0.0 < self.lookahead_fraction <= 1.0:
-            raise ValueError(f"`lookahead_fraction` must be in (0, 1], got {self.lookahead_fraction!r}")
-        if self.delimiters is not None and not all(isinstance(d, str) and d for d in self.delimiters):
-            raise ValueError(f"`delimiters` must be non-empty strings, got {self.delimiters!r}")
+        check_knobs(self)
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> AdaBlock:
         """Fill the family's tau_D and the model's delimiters where left unset."""

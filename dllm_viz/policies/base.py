@@ -8,12 +8,10 @@ explicitly, and never call the model. Nothing here imports torch.
 
 from __future__ import annotations
 
-import codecs
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -261,62 +259,6 @@ def is_any_of(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 Component = TypeVar("Component")
-
-
-def field_kind(annotation: Any) -> tuple[Callable[[str], Any], list[Any] | None]:
-    """How a policy field is read from text: (converter, allowed values or None), from its type.
-
-    `X | None` reads as X; a Literal gives its choices; a tuple of strings reads a comma list.
-    The CLI builds its flags from this; `parse_field` reads bench configurations' options with it.
-    """
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is tuple:
-        return parse_string_tuple, None
-    if typing.get_origin(annotation) is Literal:
-        return type(args[0]), list(args)
-    if args:  # X | None
-        return field_kind(args[0])
-    return annotation, None
-
-
-def parse_string_tuple(text: str) -> tuple[str, ...]:
-    r"""Comma-separated strings with Python escapes, e.g. `\n,.` -> ("\n", ".")."""
-    return tuple(codecs.decode(part, "unicode_escape") for part in text.split(",") if part)
-
-
-_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
-
-
-def parse_field(cls: type, name: str, text: str) -> Any:
-    """The value of field `name` of policy class `cls` written as `text` (e.g. "0.99", "none").
-
-    Raises:
-        ValueError: `cls` has no such field, or the text is not a valid value for it; the
-            message names the field, the value and what is accepted.
-    """
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in fields(cls)]
-    label = getattr(cls, "name", cls.__name__)
-    if name not in names:
-        raise ValueError(f"{label} has no option {name!r}; its options: {', '.join(names) or 'none'}")
-    annotation = hints[name]
-    text = text.strip()
-    if text.lower() == "none" and type(None) in typing.get_args(annotation):
-        return None
-    convert, choices = field_kind(annotation)
-    try:
-        if convert is bool:
-            if text.lower() not in _TRUE + _FALSE:
-                raise ValueError(text)
-            value: Any = text.lower() in _TRUE
-        else:
-            value = convert(text)
-    except ValueError:
-        raise ValueError(f"{label} option {name}={text!r} is not a valid {getattr(convert, '__name__', convert)}"
-                         ) from None
-    if choices is not None and value not in choices:
-        raise ValueError(f"{label} option {name}={text!r}: choose one of {choices}")
-    return value
 
 
 def build_component(cls: type[Component], options: Mapping[str, Any]) -> Component:

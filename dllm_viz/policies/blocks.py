@@ -7,12 +7,13 @@ right; block_length = gen_length is a single window (pure diffusion).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from dllm_viz.policies.base import BlockSizer, StepView
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -20,15 +21,10 @@ class FixedBlocks(BlockSizer):
     """Windows of exactly `block_length` positions; block_length must divide gen_length."""
 
     name: ClassVar[str] = "fixed"
-    block_length: int = field(
-        default=32, metadata={"help": "positions per semi-autoregressive block"}
-    )
+    block_length: int = knob(32, "positions per semi-autoregressive block", within=">= 1")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.block_length, int) or self.block_length < 1:
-            raise ValueError(
-                f"`block_length` must be a positive integer, got {self.block_length!r}"
-            )
+        check_knobs(self)
 
     def validate(self, gen_length: int) -> None:
         if gen_length % self.block_length:

@@ -10,13 +10,14 @@ truncation of the release is the separate `eos` stop component.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.extras import PERSISTENCE
+from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import quota, validate_steps
 
 
@@ -42,20 +43,14 @@ class CoraPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "cora"
-    delta_p: float = field(default=0.97, metadata={"help": "CORA confidence bar delta_p, in (0, 1]"})
-    m: int = field(default=2, metadata={"help": "CORA persistence passes required, >= 0"})
-    steps: int | None = field(
-        default=None,
-        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    delta_p: float = knob(0.97, "CORA confidence bar delta_p", within="(0, 1]")
+    m: int = knob(2, "CORA persistence passes required", within=">= 0")
+    steps: int | None = knob(
+        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.delta_p <= 1.0:
-            raise ValueError(f"`delta_p` must be in (0, 1], got {self.delta_p!r}")
-        if not isinstance(self.m, int) or self.m < 0:
-            raise ValueError(f"`m` must be a non-negative integer, got {self.m!r}")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"`steps` must be a positive integer or None, got {self.steps!r}")
+        check_knobs(self)
 
     def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
         """LLaDA's schedule requires the steps to split evenly over equal blocks."""

@@ -14,12 +14,13 @@ when steps == gen_length) is not idle: the engine's at-least-one rule commits th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
+from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import steps_for_window
 
 
@@ -33,27 +34,19 @@ class DreamPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "dream"
-    alg: Literal["origin", "maskgit_plus", "topk_margin", "entropy"] = field(
-        default="entropy", metadata={"help": "Dream sampler: origin, maskgit_plus, topk_margin or entropy"}
+    alg: Literal["origin", "maskgit_plus", "topk_margin", "entropy"] = knob(
+        "entropy", "Dream sampler: origin, maskgit_plus, topk_margin or entropy"
     )
-    steps: int | None = field(
-        default=None,
-        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    steps: int | None = knob(
+        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
     )
-    eps: float = field(default=1e-3, metadata={"help": "Dream: final time of the schedule"})
-    alg_temp: float | None = field(
-        default=None, metadata={"help": "Dream: sample positions from softmax(score/alg_temp); None = top-k"}
+    eps: float = knob(1e-3, "Dream: final time of the schedule", within="(0, 1)")
+    alg_temp: float | None = knob(
+        None, "Dream: sample positions from softmax(score/alg_temp); None = top-k", within=">= 0"
     )
 
     def __post_init__(self) -> None:
-        if self.alg not in ("origin", "maskgit_plus", "topk_margin", "entropy"):
-            raise ValueError(f"`alg` must be origin, maskgit_plus, topk_margin or entropy, got {self.alg!r}")
-        if not 0.0 < self.eps < 1.0:
-            raise ValueError(f"`eps` must be in (0, 1), got {self.eps!r}")
-        if self.alg_temp is not None and self.alg_temp < 0:
-            raise ValueError(f"`alg_temp` must be >= 0 or None, got {self.alg_temp!r}")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"`steps` must be a positive integer or None, got {self.steps!r}")
+        check_knobs(self)
 
     def init_state(self, gen_length: int) -> None:
         return None

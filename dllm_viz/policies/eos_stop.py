@@ -13,12 +13,13 @@ before the cut (Learn2PD); "halt" stops at once and leaves them masked (the CORA
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from dllm_viz.policies.base import StepView, StopDecision, StopRule
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -26,23 +27,16 @@ class EosStop(StopRule):
     """Cut the canvas after a confident end-of-sequence token."""
 
     name: ClassVar[str] = "eos"
-    eos_confidence: float = field(
-        default=0.8, metadata={"help": "EOS stop: confidence of the end token (CORA: 0.8)"}
+    eos_confidence: float = knob(0.8, "EOS stop: confidence of the end token (CORA: 0.8)", within="[0, 1]")
+    eos_trigger: Literal["committed", "predicted"] = knob(
+        "committed", "EOS stop: cut on a committed EOS, or also on a predicted one"
     )
-    eos_trigger: Literal["committed", "predicted"] = field(
-        default="committed", metadata={"help": "EOS stop: cut on a committed EOS, or also on a predicted one"}
-    )
-    eos_mode: Literal["finish", "halt"] = field(
-        default="finish", metadata={"help": "EOS stop: finish the masks before the cut, or halt at once"}
+    eos_mode: Literal["finish", "halt"] = knob(
+        "finish", "EOS stop: finish the masks before the cut, or halt at once"
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.eos_confidence <= 1.0:
-            raise ValueError(f"`eos_confidence` must be in [0, 1], got {self.eos_confidence!r}")
-        if self.eos_trigger not in ("committed", "predicted"):
-            raise ValueError(f"`eos_trigger` must be 'committed' or 'predicted', got {self.eos_trigger!r}")
-        if self.eos_mode not in ("finish", "halt"):
-            raise ValueError(f"`eos_mode` must be 'finish' or 'halt', got {self.eos_mode!r}")
+        check_knobs(self)
 
     def check(self, view: StepView, tokens: np.ndarray, committed: np.ndarray) -> StopDecision:
         confident = view.is_eos_candidate & (view.confidence >= self.eos_confidence)

@@ -7,12 +7,13 @@ the open positions by confidence and accept the longest prefix whose n-th entry 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, forced_or
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,11 @@ class FactorPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "factor"
-    factor: float = field(default=1.0, metadata={"help": "f in (n+1)(1-c_n) <= f, > 0"})
-    faithful: bool = field(
-        default=True, metadata={"help": "reproduce Fast-dLLM's last-rank acceptance quirk"}
-    )
+    factor: float = knob(1.0, "f in (n+1)(1-c_n) <= f", within="> 0")
+    faithful: bool = knob(True, "reproduce Fast-dLLM's last-rank acceptance quirk")
 
     def __post_init__(self) -> None:
-        if not self.factor > 0.0:
-            raise ValueError(f"`factor` must be > 0, got {self.factor!r}")
+        check_knobs(self)
 
     def init_state(self, gen_length: int) -> None:
         return None

@@ -9,10 +9,11 @@ when S_b exceeds the window's masks; the committed tokens are identical.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
+from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import quota, steps_for_window, transfer_schedule, validate_steps
 
 __all__ = ["FixedStepsPolicy", "transfer_schedule"]
@@ -30,22 +31,15 @@ class FixedStepsPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "fixed_steps"
-    steps: int | None = field(
-        default=None,
-        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    steps: int | None = knob(
+        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
     )
-    remasking: Literal["low_confidence", "random"] = field(
-        default="low_confidence",
-        metadata={"help": "which positions a step commits: low_confidence or random"},
+    remasking: Literal["low_confidence", "random"] = knob(
+        "low_confidence", "which positions a step commits: low_confidence or random"
     )
 
     def __post_init__(self) -> None:
-        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
-            raise ValueError(f"`steps` must be a positive integer or None, got {self.steps!r}")
-        if self.remasking not in ("low_confidence", "random"):
-            raise ValueError(
-                f"`remasking` must be 'low_confidence' or 'random', got {self.remasking!r}"
-            )
+        check_knobs(self)
 
     def steps_for_window(self, window_len: int, gen_length: int) -> int:
         """S_b: this window's share of the total steps (exactly S/K for equal blocks)."""

@@ -23,7 +23,7 @@ the per-pass work is the level and velocity update plus table lookups.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
@@ -39,6 +39,7 @@ from dllm_viz.policies.extras import (
     KALMAN_UPPER,
     KALMAN_VELOCITY,
 )
+from dllm_viz.policies.knobs import check_knobs, knob
 
 _CE_LOOKAHEAD = reason_code("ce_lookahead")
 
@@ -145,27 +146,19 @@ class KalmanExtrapolation(Extrapolator):
     """
 
     name: ClassVar[str] = "kalman"
-    tau_ce: float = field(default=0.9, metadata={"help": "CE: forecast lower bound needed to commit early"})
-    z: float = field(default=1.645, metadata={"help": "CE: standard deviations below the forecast mean"})
-    h_max: int = field(default=3, metadata={"help": "CE: maximum look-ahead horizon in steps"})
-    kappa_min: float = field(default=0.5, metadata={"help": "CE: minimum left-context coverage to look ahead"})
-    q_level: float = field(default=1e-4, metadata={"help": "CE: process noise of the level"})
-    q_velocity: float = field(default=1e-4, metadata={"help": "CE: process noise of the velocity"})
-    r: float = field(default=2e-3, metadata={"help": "CE: observation noise"})
-    p0: float = field(default=1e-2, metadata={"help": "CE: initial variance of level and velocity"})
-    veto_sigma: float = field(default=3.0, metadata={"help": "CE: innovation (in sd) that vetoes early commits"})
-    veto_steps: int = field(default=1, metadata={"help": "CE: steps a veto lasts"})
+    tau_ce: float = knob(0.9, "CE: forecast lower bound needed to commit early", within="(0, 1]")
+    z: float = knob(1.645, "CE: standard deviations below the forecast mean", within="> 0")
+    h_max: int = knob(3, "CE: maximum look-ahead horizon in steps", within=">= 0")
+    kappa_min: float = knob(0.5, "CE: minimum left-context coverage to look ahead", within="[0, 1]")
+    q_level: float = knob(1e-4, "CE: process noise of the level", within="> 0")
+    q_velocity: float = knob(1e-4, "CE: process noise of the velocity", within="> 0")
+    r: float = knob(2e-3, "CE: observation noise", within="> 0")
+    p0: float = knob(1e-2, "CE: initial variance of level and velocity", within="> 0")
+    veto_sigma: float = knob(3.0, "CE: innovation (in sd) that vetoes early commits", within="> 0")
+    veto_steps: int = knob(1, "CE: steps a veto lasts")
 
     def __post_init__(self) -> None:
-        for name in ("q_level", "q_velocity", "r", "p0", "z", "veto_sigma"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)!r}")
-        if not 0.0 < self.tau_ce <= 1.0:
-            raise ValueError(f"`tau_ce` must be in (0, 1], got {self.tau_ce!r}")
-        if not isinstance(self.h_max, int) or self.h_max < 0:
-            raise ValueError(f"`h_max` must be a non-negative integer, got {self.h_max!r}")
-        if not 0.0 <= self.kappa_min <= 1.0:
-            raise ValueError(f"`kappa_min` must be in [0, 1], got {self.kappa_min!r}")
+        check_knobs(self)
 
     def init_state(self, gen_length: int) -> KalmanState:
         zeros = np.zeros(gen_length)

@@ -12,7 +12,7 @@ masks; here the quota is clipped to the open positions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -28,6 +28,7 @@ from dllm_viz.policies.controller_weights import (
     sigmoid,
 )
 from dllm_viz.policies.extras import FILTER_PROB
+from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import quota, validate_steps
 
 
@@ -39,18 +40,14 @@ class Learn2PdPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "learn2pd"
-    filter_weights: str = field(
-        default=BUNDLED, metadata={"help": "Learn2PD filter weights (.safetensors); 'bundled'"}
-    )
-    tau_acc: float = field(default=0.96, metadata={"help": "Learn2PD: filter probability needed to accept"})
-    steps: int | None = field(
-        default=None,
-        metadata={"help": "total steps over gen_length; None = gen_length (one token per step)"},
+    filter_weights: str = knob(BUNDLED, "Learn2PD filter weights (.safetensors); 'bundled'")
+    tau_acc: float = knob(0.96, "Learn2PD: filter probability needed to accept", within="(0, 1)")
+    steps: int | None = knob(
+        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.tau_acc < 1.0:
-            raise ValueError(f"`tau_acc` must be in (0, 1), got {self.tau_acc!r}")
+        check_knobs(self)
 
     def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
         """LLaDA's schedule requires the steps to split evenly over equal blocks."""

@@ -7,10 +7,11 @@ none does, commit the single most confident one so every step makes progress.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,10 @@ class ThresholdPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "threshold"
-    threshold: float = field(
-        default=0.9, metadata={"help": "confidence a position needs to be committed, in (0, 1]"}
-    )
+    threshold: float = knob(0.9, "confidence a position needs to be committed", within="(0, 1]")
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"`threshold` must be in (0, 1], got {self.threshold!r}")
+        check_knobs(self)
 
     def init_state(self, gen_length: int) -> None:
         return None

@@ -13,7 +13,7 @@ that is 32 LSTM rows a pass instead of up to 256.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +29,7 @@ from dllm_viz.policies.controller_weights import (
     sigmoid,
 )
 from dllm_viz.policies.extras import TSPD_GATE
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,12 @@ class TspdPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "tspd"
-    controller_weights: str = field(
-        default=BUNDLED, metadata={"help": "TSPD controller weights (.safetensors); 'bundled'"}
-    )
-    tau_fix: float = field(default=0.5, metadata={"help": "TSPD: gate probability needed to commit"})
-    beta: float = field(default=0.7, metadata={"help": "TSPD: EMA factor of the confidence momentum feature"})
+    controller_weights: str = knob(BUNDLED, "TSPD controller weights (.safetensors); 'bundled'")
+    tau_fix: float = knob(0.5, "TSPD: gate probability needed to commit", within="(0, 1)")
+    beta: float = knob(0.7, "TSPD: EMA factor of the confidence momentum feature", within="[0, 1)")
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.tau_fix < 1.0:
-            raise ValueError(f"`tau_fix` must be in (0, 1), got {self.tau_fix!r}")
-        if not 0.0 <= self.beta < 1.0:
-            raise ValueError(f"`beta` must be in [0, 1), got {self.beta!r}")
+        check_knobs(self)
 
     def init_state(self, gen_length: int) -> TspdState:
         weights = load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
