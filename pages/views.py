@@ -7,39 +7,16 @@ charts (UX.md §4 item 4); the playhead lives in the token strip and the per-ste
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from dllm_viz import figures
-from dllm_viz.policies.extras import KALMAN_LOWER, TSPD_GATE
 from dllm_viz.trace import Trace
 from pages.common import cached_figure, metrics_row
 
 PLAYHEAD_COLOR = "#D55E00"
-
-
-def policy_views(trace: Trace) -> dict[str, Callable[[], go.Figure]]:
-    """Views that fit the trace's policy, by name (always the generic ones first)."""
-    pipe = trace.meta.pipeline
-    views: dict[str, Callable[[], go.Figure]] = {
-        "commit order": lambda: figures.commit_order_heatmap(trace),
-        "entropy": lambda: figures.entropy_heatmap(trace),
-        "margin": lambda: figures.margin_heatmap(trace),
-        "refinement": lambda: figures.refinement_dumbbell(trace),
-    }
-    if (pipe.get("block") or {}).get("name") == "adablock":
-        views["volatility bands"] = lambda: figures.volatility_band_heatmap(trace)
-    if KALMAN_LOWER in trace.extras:
-        views["Kalman bands"] = lambda: figures.kalman_forecast_bands(trace)
-    rule = pipe.get("rule") or {}
-    if rule.get("name") == "cora":
-        views["persistence runs"] = lambda: figures.persistence_runs_bar(
-            trace, delta_p=float(rule.get("delta_p", 0.97)), m=int(rule.get("m", 2)))
-    if TSPD_GATE in trace.extras:
-        views["TSPD gate"] = lambda: figures.tspd_gate_heatmap(trace)
-    return views
 
 
 def scrubber(trace: Trace, version: int, prefix: str, *, follow: bool = True) -> int:
@@ -91,14 +68,14 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
                       key=f"{prefix}heatmap", theme=None)
     summary = cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace))
     side.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
-    views = policy_views(trace)
-    if trace.meta.component("block").get("name") == "adablock":
+    views = {view.name: view.build for view in figures.views_for(trace)}
+    if all(name in trace.extras for name in figures.VOLATILITY_NEEDS):
         st.plotly_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile", theme=None)
     choice = st.segmented_control("More views", list(views), default=list(views)[-1], key=f"{prefix}view",
                                   bind="query-params" if not prefix else None)
     if choice is not None:
         try:
-            fig = cached_figure(f"{prefix}view:{choice}", version, views[choice])
+            fig = cached_figure(f"{prefix}view:{choice}", version, partial(views[choice], trace))
         except ValueError as exc:  # e.g. no position was tracked by CE yet in a partial trace
             st.info(f"The {choice} view has nothing to show yet: {exc}")
         else:

@@ -216,3 +216,27 @@ def test_kalman_default_positions_start_with_ce_early_commits() -> None:
     assert len(shown) == 4 and shown[: min(4, early.size)] == early[:4].tolist()
     with pytest.raises(ValueError, match="1 to 12"):
         kalman_forecast_bands(trace, positions=list(range(13)))
+
+
+def test_the_view_table_offers_a_view_exactly_when_the_trace_holds_its_extras() -> None:
+    from dllm_viz.figures import VIEWS, views_for
+
+    trace = make_trace(30, 16, seed=3)
+    shown = {view.name for view in views_for(trace)}
+    assert shown == {view.name for view in VIEWS if set(view.needs) <= set(trace.extras)}
+    assert {"commit order", "Kalman bands", "persistence runs"} <= shown
+    bare = replace(trace, extras={})
+    assert {view.name for view in views_for(bare)} == {"commit order", "entropy", "margin", "refinement"}
+    for view in views_for(trace):
+        assert view.build(trace).data, view.name
+
+
+def test_figures_read_policy_settings_from_the_trace_and_say_when_it_has_none() -> None:
+    trace = make_trace(30, 16, seed=3)
+    assert "δp = 0.97, m = 2" in persistence_runs_bar(trace).layout.annotations[0].text  # the recorded rule's
+    bare = replace(trace, meta=trace.meta.replace(pipeline={}))
+    with pytest.raises(ValueError, match="pass delta_p= and m="):
+        persistence_runs_bar(bare)
+    with pytest.raises(ValueError, match="pass threshold="):
+        kalman_forecast_bands(bare)
+    assert persistence_runs_bar(bare, delta_p=0.5, m=1).data

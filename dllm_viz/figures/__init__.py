@@ -22,11 +22,20 @@ from dllm_viz.figures.refinement import refinement_dumbbell, settled_step, waste
 from dllm_viz.figures.runs import CandidateRuns, candidate_runs, persistence_runs_bar
 from dllm_viz.figures.summary import step_series, step_summary_strip
 from dllm_viz.figures.tokens import commit_order_heatmap, token_states, token_strip, token_strip_html
-from dllm_viz.figures.volatility import volatility_band_heatmap, volatility_profile, volatility_regions
+from dllm_viz.figures.views import VIEWS, View, views_for
+from dllm_viz.figures.volatility import (
+    VOLATILITY_NEEDS,
+    volatility_band_heatmap,
+    volatility_profile,
+    volatility_regions,
+)
 
 __all__ = [
+    "VIEWS",
+    "VOLATILITY_NEEDS",
     "CandidateRuns",
     "PooledGrid",
+    "View",
     "candidate_runs",
     "commit_order_heatmap",
     "confidence_heatmap",
@@ -52,6 +61,7 @@ __all__ = [
     "token_strip",
     "token_strip_html",
     "tspd_gate_heatmap",
+    "views_for",
     "volatility_band_heatmap",
     "volatility_profile",
     "volatility_regions",

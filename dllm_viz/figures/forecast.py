@@ -37,14 +37,20 @@ from dllm_viz.policies.extras import (
 from dllm_viz.trace import Trace
 
 REQUIRED: tuple[str, ...] = (KALMAN_LEVEL, KALMAN_FORECAST, KALMAN_LOWER, KALMAN_UPPER)
-DEFAULT_TAU_CE = 0.9  # the Kalman extrapolator's default tau_ce
 BAND_FILL = "rgba(86,180,233,0.25)"  # Okabe-Ito sky blue, translucent
 MAX_PANELS = 12
 
 
 def ce_threshold(trace: Trace) -> float:
-    """tau_ce of the recorded extrapolator, else DEFAULT_TAU_CE."""
-    return float(trace.meta.component("extrapolate").get("tau_ce", DEFAULT_TAU_CE))
+    """tau_ce of the trace's recorded extrapolator.
+
+    Raises:
+        ValueError: the trace's pipeline records none (pass `threshold=` to the figure).
+    """
+    tau = trace.meta.component("extrapolate").get("tau_ce")
+    if tau is None:
+        raise ValueError("the trace records no CE extrapolator (tau_ce); pass threshold=")
+    return float(tau)
 
 
 def ce_early_step(trace: Trace) -> np.ndarray:
@@ -135,7 +141,7 @@ def kalman_forecast_bands(trace: Trace, *, positions: Sequence[int] | None = Non
             `max_panels` positions, those CE committed early first, then tracked positions
             spread evenly over the commit order.
         max_panels: how many default positions to pick.
-        threshold: the CE commit threshold line; default meta's tau_ce, else 0.9.
+        threshold: the CE commit threshold line; default the recorded extrapolator's tau_ce.
         base_commit_step: [L] step at which the base rule alone committed each position (e.g.
             the `commit_step` of the same decode without CE), -1 for never; drawn as a dashed line.
         title: figure title; the default names the trace.

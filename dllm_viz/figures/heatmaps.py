@@ -176,6 +176,9 @@ def margin_heatmap(trace: Trace, *, title: str | None = None, show_commits: bool
                             max_positions=max_positions, quantize_z=quantize)
 
 
+TSPD_GATE_NEEDS: tuple[str, ...] = (TSPD_GATE,)
+
+
 def tspd_gate_heatmap(trace: Trace, *, title: str | None = None, show_commits: bool = True,
                       show_blocks: bool = True, max_steps: int = 512, max_positions: int = 1024,
                       quantize: bool | None = None) -> go.Figure:

@@ -27,6 +27,7 @@ from dllm_viz.figures._layout import (
     token_texts,
     trace_label,
 )
+from dllm_viz.policies.extras import PERSISTENCE
 from dllm_viz.trace import Trace
 
 CORA_REASON = "cora_residual"
@@ -88,15 +89,18 @@ def cora_accepts(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return steps.astype(np.int64), positions.astype(np.int64)
 
 
-def persistence_runs_bar(trace: Trace, *, delta_p: float = 0.97, m: int = 2, max_runs: int = 5_000,
-                         title: str | None = None) -> go.Figure:
+PERSISTENCE_NEEDS: tuple[str, ...] = (PERSISTENCE,)  # recorded by CORA, whose delta_p and m it annotates
+
+
+def persistence_runs_bar(trace: Trace, *, delta_p: float | None = None, m: int | None = None,
+                         max_runs: int = 5_000, title: str | None = None) -> go.Figure:
     """Runs of unchanged candidates as horizontal segments, with CORA accept events.
 
     Args:
         trace: the decode to draw.
-        delta_p: CORA's confidence bar, annotated (pass the trace's own setting).
+        delta_p: CORA's confidence bar, annotated; default the trace's recorded rule's.
         m: CORA's persistence requirement; runs of at least m + 1 steps are coloured as
-            persistent enough to be accepted.
+            persistent enough to be accepted; default the trace's recorded rule's.
         max_runs: most segments drawn; beyond it the shortest runs are left out (noted).
         title: figure title; the default names the trace and the run count.
 
@@ -105,8 +109,14 @@ def persistence_runs_bar(trace: Trace, *, delta_p: float = 0.97, m: int = 2, max
         scatter of accept events.
 
     Raises:
-        ValueError: `m` is negative or `max_runs` below 1.
+        ValueError: `m` is negative, `max_runs` below 1, or delta_p / m are neither given nor
+            recorded in the trace's pipeline.
     """
+    rule = trace.meta.component("rule")
+    delta_p = rule.get("delta_p") if delta_p is None else delta_p
+    m = rule.get("m") if m is None else m
+    if delta_p is None or m is None:
+        raise ValueError("the trace records no CORA rule (delta_p, m); pass delta_p= and m=")
     if m < 0 or max_runs < 1:
         raise ValueError(f"`m` must be >= 0 and `max_runs` >= 1, got m={m}, max_runs={max_runs}")
     runs = candidate_runs(trace)

@@ -33,6 +33,11 @@ _PRIORITY = np.array([0, 2, 1])  # region code -> priority
 _FROM_PRIORITY = np.array([PLATEAU, FLOOR, BAND])
 
 
+# The band views need the regions a block sizer recorded (AdaBlock's observe); they can derive
+# regions for any trace, but only a recorded classification says the decode used them.
+VOLATILITY_NEEDS: tuple[str, ...] = (VOLATILITY_REGION,)
+
+
 def volatility_regions(trace: Trace, *, floor_threshold: float = 0.1) -> np.ndarray:
     """Classify every (step, position) into plateau / band / floor from the trace alone.
 
