@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import sidebar
+from app_ui.common import sidebar
 
 PAGES = (
     ("pages/decode.py", "Decode", ":material/play_arrow:"),

@@ -12,13 +12,7 @@ from typing import Literal
 
 import streamlit as st
 
-from dllm_viz import figures
-from dllm_viz.bench import cut_off_warning, summarize_bench
-from dllm_viz.evaluation import heldout_problems
-from dllm_viz.models import ModelAdapter
-from dllm_viz.policies import Pipeline
-from dllm_viz.tasks import TASKS
-from pages.common import (
+from app_ui.common import (
     check_prompt,
     comparison_rows,
     current_model,
@@ -28,8 +22,14 @@ from pages.common import (
     prompt_input,
     require_app_frame,
 )
-from pages.sweep import run_sweep, sweep_rows
-from pages.widgets import gen_length_input, policy_form
+from app_ui.sweep import run_sweep, sweep_rows
+from app_ui.widgets import gen_length_input, policy_form
+from dllm_viz import figures
+from dllm_viz.bench import cut_off_warning, summarize_bench
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.models import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.tasks import TASKS
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import streamlit as st
 
+from app_ui.common import check_prompt, controller_dir, current_model, decode_config, prompt_input, require_app_frame
+from app_ui.stepping import advance, run_to_end, show_latest
+from app_ui.views import trace_view
+from app_ui.widgets import controller_choices, gen_length_input, policy_form
 from dllm_viz.stepper import Stepper
-from pages.common import check_prompt, controller_dir, current_model, decode_config, prompt_input, require_app_frame
-from pages.stepping import advance, run_to_end, show_latest
-from pages.views import trace_view
-from pages.widgets import controller_choices, gen_length_input, policy_form
 
 SPEEDS = {"slow": 1.0, "normal": 0.5, "fast": 0.2}
 

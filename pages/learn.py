@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_ui.common import current_model, decode_with_bar, model_turn, require_app_frame, sample_prompts
 from dllm_viz import figures
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
 from dllm_viz.trace import Trace
-from pages.common import current_model, decode_with_bar, model_turn, require_app_frame, sample_prompts
 
 GEN = 32
 CHAPTERS = {

@@ -13,11 +13,11 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app_ui.common import require_app_frame, set_trace, share_query, trace_dir
+from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
+from app_ui.views import trace_view
 from dllm_viz import figures
 from dllm_viz.trace import Trace, TraceFileError, load_trace
-from pages.common import require_app_frame, set_trace, share_query, trace_dir
-from pages.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
-from pages.views import trace_view
 
 require_app_frame()
 st.title("Traces")

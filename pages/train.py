@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from app_ui.common import controller_dir, current_model, model_turn, require_app_frame
+from app_ui.widgets import trained_controllers
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.tasks import TASKS, get_task
 from dllm_viz.train.controller import ControllerConfig, train_controller
-from pages.common import controller_dir, current_model, model_turn, require_app_frame
-from pages.widgets import trained_controllers
 
 EPOCH = re.compile(r"epoch (\d+)/\d+ loss ([\d.]+) val precision ([\d.]+) recall ([\d.]+)")
 WEIGHT_KEYS = {"tspd": "controller_weights", "learn2pd": "filter_weights"}

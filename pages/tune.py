@@ -11,14 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dllm_viz import figures
-from dllm_viz.bench import cut_off_warning, summarize_bench
-from dllm_viz.evaluation import heldout_problems
-from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
-from dllm_viz.policies.knobs import knobs
-from dllm_viz.replay import agreement, replay
-from dllm_viz.tasks import TASKS
-from pages.common import (
+from app_ui.common import (
     check_prompt,
     current_model,
     decode_config,
@@ -29,9 +22,16 @@ from pages.common import (
     require_app_frame,
     set_trace,
 )
-from pages.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
-from pages.views import scrubber
-from pages.widgets import component_fields, gen_length_input
+from app_ui.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
+from app_ui.views import scrubber
+from app_ui.widgets import component_fields, gen_length_input
+from dllm_viz import figures
+from dllm_viz.bench import cut_off_warning, summarize_bench
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
+from dllm_viz.policies.knobs import knobs
+from dllm_viz.replay import agreement, replay
+from dllm_viz.tasks import TASKS
 
 require_app_frame()
 st.title("Tune")

@@ -18,10 +18,10 @@ import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from app_ui.common import share_query
+from app_ui.export import npz_bytes
 from dllm_viz.policies import RULES
 from dllm_viz.trace import load_trace
-from pages.common import share_query
-from pages.export import npz_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"gen": "32", "block_length": "8"}

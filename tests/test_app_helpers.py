@@ -7,6 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from app_ui.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
+from app_ui.export import npz_bytes, png_available, png_bytes, uploaded_trace
+from app_ui.sweep import parse_values, sweep_configs
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter
@@ -14,9 +17,6 @@ from dllm_viz.policies import Pipeline
 from dllm_viz.policies.knobs import knobs, parse_strings
 from dllm_viz.replay import agreement, replay
 from dllm_viz.trace import Trace, TraceFileError
-from pages.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
-from pages.export import npz_bytes, png_available, png_bytes, uploaded_trace
-from pages.sweep import parse_values, sweep_configs
 
 
 @pytest.fixture(scope="module")

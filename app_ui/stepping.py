@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_ui.common import model_turn, set_trace
 from dllm_viz.stepper import Stepper
-from pages.common import model_turn, set_trace
 
 
 def show_latest() -> None:

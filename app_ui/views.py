@@ -12,9 +12,9 @@ from functools import partial
 import plotly.graph_objects as go
 import streamlit as st
 
+from app_ui.common import cached_figure, metrics_row
 from dllm_viz import figures
 from dllm_viz.trace import Trace
-from pages.common import cached_figure, metrics_row
 
 PLAYHEAD_COLOR = "#D55E00"
 

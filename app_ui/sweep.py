@@ -14,13 +14,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app_ui.common import model_turn
 from dllm_viz.bench import ROW_COLUMNS, run_bench
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.knobs import Knob
 from dllm_viz.tasks import Problem
-from pages.common import model_turn
 
 MAX_GRID = 25
 
