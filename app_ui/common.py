@@ -97,7 +97,8 @@ def require_app_frame() -> None:
     Streamlit 1.67 treats a `pages/` folder beside the entrypoint as a legacy multipage app until
     some session's app.py calls st.navigation: on a freshly started server, a first visit to a
     deep link (e.g. a shared `/tune?...` URL) ran pages/tune.py alone, without the sidebar or the
-    top navigation, and listed every helper module in pages/ as a page. Every page calls this
+    top navigation. (The helpers now live in app_ui/, so they are no longer listed as pages, but
+    pages/ itself still triggers that mode, so this stays.) Every page calls this
     first: in that state it switches Streamlit to st.navigation mode (the flag st.navigation
     itself clears) and reruns, and the rerun goes through app.py to the same page and URL.
     """

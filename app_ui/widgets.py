@@ -78,7 +78,7 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
     if spec.kind is int:
         value = None if spec.default is None else int(spec.default)
         return box.number_input(label, value=value, step=1, placeholder="default", **bounds, **extra)
-    raise TypeError(f"no widget for field {spec.name!r} of type {spec.kind!r}; add one to pages/widgets.py")
+    raise TypeError(f"no widget for field {spec.name!r} of type {spec.kind!r}; add one to app_ui/widgets.py")
 
 
 def _bounds(spec: Knob) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def test_ranges_read_intervals_and_bounds() -> None:
 
 
 def test_a_wrong_type_or_choice_names_the_field() -> None:
-    with pytest.raises(ValueError, match="`m` must be an integer, got 1.5"):
+    with pytest.raises(ValueError, match=r"`m` must be an integer, got 1\.5"):
         RULES["cora"](m=1.5)
     with pytest.raises(ValueError, match="`remasking` must be one of"):
         RULES["fixed_steps"](remasking="sideways")
