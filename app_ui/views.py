@@ -2,7 +2,7 @@
 
 Shared by Decode (live), Traces (a loaded file) and Learn. The big heatmap is built once per
 trace version and never carries the playhead, so scrubbing resends only the small companion
-charts (UX.md §4 item 4); the playhead lives in the token strip and the per-step summary.
+charts (docs/UX.md §4 item 4); the playhead lives in the token strip and the per-step summary.
 """
 
 from __future__ import annotations

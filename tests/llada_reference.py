@@ -1,7 +1,7 @@
 """LLaDA's architecture written out from its definition, independently of transformers.
 
 RMSNorm, rotary on the two halves of each head (rotate_half), SwiGLU with SiLU on `ff_proj`,
-no causal mask (ALGORITHMS.md §0.3, LLaDA/OLMo LLaDALlamaBlock). Supports a Fast-dLLM dual-cache
+no causal mask (docs/ALGORITHMS.md §0.3, LLaDA/OLMo LLaDALlamaBlock). Supports a Fast-dLLM dual-cache
 partial pass: queries are a window, keys/values outside it come from an earlier full pass.
 """
 

@@ -16,7 +16,7 @@ from dllm_viz.policies.base import is_any_of
 
 
 def llada_reference(adapter, prompt: list[int], *, steps: int, gen_length: int, block_length: int) -> list[int]:
-    """LLaDA's generate() loop as written in ALGORITHMS.md §1.2 (tau=0, low_confidence)."""
+    """LLaDA's generate() loop as written in docs/ALGORITHMS.md §1.2 (tau=0, low_confidence)."""
     mask = adapter.info.mask_token_id
     x = torch.tensor([prompt + [mask] * gen_length])
     p = len(prompt)
@@ -41,7 +41,7 @@ def llada_reference(adapter, prompt: list[int], *, steps: int, gen_length: int, 
 
 def fast_dllm_threshold_reference(adapter, prompt: list[int], *, tau: float, gen_length: int,
                                   block_length: int) -> tuple[list[int], int]:
-    """Fast-dLLM's threshold loop (ALGORITHMS.md §2.1): all c >= tau, else the top-1; per block."""
+    """Fast-dLLM's threshold loop (docs/ALGORITHMS.md §2.1): all c >= tau, else the top-1; per block."""
     mask = adapter.info.mask_token_id
     x = torch.tensor(prompt + [mask] * gen_length)
     p, nfe = len(prompt), 0

@@ -32,7 +32,7 @@ def dream_adapter(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("family", ["tiny", "llada", "dream"])
 def test_partial_pass_after_an_unchanged_refresh_reproduces_it(family: str, mode: str, tiny_dir: Path,
                                                                llada_dir: Path, dream_adapter) -> None:
-    """ALGORITHMS.md §9.2: if nothing was committed, a cached pass must equal the refresh pass."""
+    """docs/ALGORITHMS.md §9.2: if nothing was committed, a cached pass must equal the refresh pass."""
     adapter = {"tiny": lambda: load(str(tiny_dir), device="cpu", dtype="float64"),
                "llada": lambda: load(str(llada_dir), device="cpu", dtype="float64"),
                "dream": lambda: dream_adapter}[family]()

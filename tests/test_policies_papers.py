@@ -287,7 +287,7 @@ def test_dream_floor_schedule_quirk_at_steps_equal_length() -> None:
         n = masked if policy.fraction(t, 8) >= 1 else int(np.floor(masked * policy.fraction(t, 8)))
         counts.append(n)
         masked -= n
-    assert counts == [0, 1, 1, 1, 1, 1, 1, 2]  # ALGORITHMS.md §4.5: [0, 1, ..., 1, 2]
+    assert counts == [0, 1, 1, 1, 1, 1, 1, 2]  # docs/ALGORITHMS.md §4.5: [0, 1, ..., 1, 2]
 
 
 @pytest.mark.parametrize(("alg", "expected"), [("maskgit_plus", [3]), ("topk_margin", [0]), ("entropy", [1])])

@@ -27,7 +27,7 @@ COMMIT_COLOR = "#D55E00"  # vermillion: visible on every Viridis colour
 BAND_EDGE_COLOR = "#E69F00"
 NO_DATA_COLOR = "#D9D9D9"  # committed / undefined cells
 
-# Token-state colours of the LLaDA Gradio demo (UX.md §1.1).
+# Token-state colours of the LLaDA Gradio demo (docs/UX.md §1.1).
 MASKED_COLOR = "#444444"
 LOW_COLOR = "#FF6666"  # committed this step, confidence < 0.3
 MID_COLOR = "#FFAA33"  # committed this step, confidence < 0.7

@@ -1,4 +1,4 @@
-"""Confidence Extrapolation (CE, ALGORITHMS.md §6.2): Kalman forecast bands per position.
+"""Confidence Extrapolation (CE, docs/ALGORITHMS.md §6.2): Kalman forecast bands per position.
 
 For a few positions, one panel each over steps: observed confidence while masked, the filtered
 level, the forecast mean with its [lower, upper] band (filled between), the CE threshold, and

@@ -36,7 +36,7 @@ from dllm_viz.trace import Trace
 __all__ = ["confidence_heatmap", "entropy_heatmap", "margin_heatmap", "position_labels",
            "require_extras", "tspd_gate_heatmap"]
 
-QUANTIZE_ABOVE_CELLS = 1 << 17  # pooled grids larger than this go out as uint8 (UX.md §4)
+QUANTIZE_ABOVE_CELLS = 1 << 17  # pooled grids larger than this go out as uint8 (docs/UX.md §4)
 
 
 @dataclass(frozen=True)

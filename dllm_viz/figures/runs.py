@@ -1,4 +1,4 @@
-"""CORA-Diff persistence (ALGORITHMS.md §6.1): runs of an unchanged top-1 candidate per position.
+"""CORA-Diff persistence (docs/ALGORITHMS.md §6.1): runs of an unchanged top-1 candidate per position.
 
 A run is a maximal stretch of consecutive steps in which a still-masked position kept the same
 candidate. CORA's residual acceptance commits when confidence >= delta_p and the persistence

@@ -2,7 +2,7 @@
 
 `step_series` computes the 1-D series (pure numpy, also used by compare.py); the strip draws
 them as stacked panels on one shared step axis with a unified hover, small enough to redraw
-on every rerun with a playhead (the big heatmap stays byte-identical; UX.md §4).
+on every rerun with a playhead (the big heatmap stays byte-identical; docs/UX.md §4).
 """
 
 from __future__ import annotations

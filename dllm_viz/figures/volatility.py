@@ -41,7 +41,7 @@ VOLATILITY_NEEDS: tuple[str, ...] = (VOLATILITY_REGION,)
 def volatility_regions(trace: Trace, *, floor_threshold: float = 0.1) -> np.ndarray:
     """Classify every (step, position) into plateau / band / floor from the trace alone.
 
-    Rule (ALGORITHMS.md §5.1, as `policies.adablock.volatility_region` records it): at step s a
+    Rule (docs/ALGORITHMS.md §5.1, as `policies.adablock.volatility_region` records it): at step s a
     position already committed before s is plateau (0); a still-masked position whose candidate
     is a stop token (EOS/EoT) or whose confidence is below `floor_threshold` is floor (2); every
     other masked position is in the volatility band (1).

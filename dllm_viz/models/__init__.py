@@ -1,4 +1,4 @@
-"""Model adapters: loading, family facts and the logits contract (DESIGN.md §3)."""
+"""Model adapters: loading, family facts and the logits contract (docs/DESIGN.md §3)."""
 
 from __future__ import annotations
 

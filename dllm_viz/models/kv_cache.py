@@ -1,4 +1,4 @@
-"""Fast-dLLM's approximate KV caches for bidirectional models (ALGORITHMS.md §2.3-2.5).
+"""Fast-dLLM's approximate KV caches for bidirectional models (docs/ALGORITHMS.md §2.3-2.5).
 
 A full pass records every layer's keys and values (after rotary, at absolute positions, which
 is equivalent to Fast-dLLM's re-rotating of pre-rotary keys because positions never move).

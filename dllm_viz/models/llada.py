@@ -2,7 +2,7 @@
 
 LLaDA is a Llama block (RMSNorm, rotary, SwiGLU) without the causal mask, saved under OLMo
 parameter names. We rename the weights and run Llama bidirectionally instead of the remote
-code (which breaks on transformers 5). Mapping per DESIGN.md §3; in LLaDA's block the SiLU
+code (which breaks on transformers 5). Mapping per docs/DESIGN.md §3; in LLaDA's block the SiLU
 is applied to `ff_proj`, so `ff_proj` is Llama's gate_proj and `up_proj` its up_proj.
 """
 

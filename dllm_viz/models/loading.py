@@ -1,6 +1,6 @@
 """`load(name_or_path)`: pick the family from config.json and build a ModelAdapter.
 
-Families (DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
+Families (docs/DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
 Qwen2ForCausalLM, all bidirectional; anything else only with `trust_remote_code=True`.
 Special ids come from config.json or the tokenizer, never from literals in the engine.
 """

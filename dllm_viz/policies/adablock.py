@@ -1,4 +1,4 @@
-"""AdaBlock-dLLM: end each window at a confidently predicted delimiter (ALGORITHMS.md §5).
+"""AdaBlock-dLLM: end each window at a confidently predicted delimiter (docs/ALGORITHMS.md §5).
 
 Mirrors `generate_adablock.py` of github.com/lgxi24/AdaBlock-dLLM: at the first pass of each
 window, look at a look-ahead of 25% of gen_length; among positions whose candidate is a
@@ -19,7 +19,7 @@ from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
 from dllm_viz.policies.knobs import check_knobs, knob
 
-# Family defaults of tau_D (ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
+# Family defaults of tau_D (docs/ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
 # volatility band than AR-initialised Dream. The tiny model's value is calibrated on its
 # held-out arithmetic at gen length 256 with threshold 0.9 (BENCHMARKS.md, step-5250 model, n=12
 # per value): tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave mean NFE 48.8 / 48.8 / 47.4 / 41.6 / 39.0 and
@@ -79,7 +79,7 @@ class AdaBlock(BlockSizer):
         return end, {DELIMITER_CONFIDENCE: extras}
 
     def observe(self, view: StepView) -> dict[str, np.ndarray]:
-        """Volatility-band classification of every position at this step (ALGORITHMS.md §5.1)."""
+        """Volatility-band classification of every position at this step (docs/ALGORITHMS.md §5.1)."""
         return {VOLATILITY_REGION: volatility_region(view, self.floor_confidence)}
 
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-# Why a position was committed (ALGORITHMS.md §0.4). Stored as int8 codes in traces; the
+# Why a position was committed (docs/ALGORITHMS.md §0.4). Stored as int8 codes in traces; the
 # names travel with every saved trace so old files stay readable if the list grows.
 COMMIT_REASONS: tuple[str, ...] = (
     "quota",

@@ -1,4 +1,4 @@
-"""Fixed-size windows: LLaDA / Fast-dLLM semi-autoregressive blocks (ALGORITHMS.md §0.1).
+"""Fixed-size windows: LLaDA / Fast-dLLM semi-autoregressive blocks (docs/ALGORITHMS.md §0.1).
 
 The generated positions are cut into gen_length / block_length equal windows decoded left to
 right; block_length = gen_length is a single window (pure diffusion).

@@ -1,6 +1,6 @@
 """Per-position features of the learned controllers, computed the same way in training and decoding.
 
-TSPD (ALGORITHMS.md §6.2, [PROPOSED]): for each position at each step,
+TSPD (docs/ALGORITHMS.md §6.2, [PROPOSED]): for each position at each step,
 [confidence, entropy / log V, confidence - previous EMA, EMA, relative position in the window,
 candidate unchanged since the last pass, steps since the window opened / window length], with
 EMA e_t = beta * e_(t-1) + (1 - beta) * c_t started at the first observed confidence.
@@ -38,7 +38,7 @@ def tspd_features(confidence: np.ndarray, entropy: np.ndarray, candidate: np.nda
                   ) -> tuple[np.ndarray, FeatureState]:
     """[window positions, TSPD_FEATURES] features of one pass, and the state for the next pass.
 
-    Only the window's rows are returned (the controller runs there, ALGORITHMS.md §6.2); the
+    Only the window's rows are returned (the controller runs there, docs/ALGORITHMS.md §6.2); the
     EMA and the previous candidate are carried for every position, since a position's EMA starts
     at its first observed confidence, before its window opens.
     """

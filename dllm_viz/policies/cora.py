@@ -1,4 +1,4 @@
-"""CORA-Diff: confidence + persistence residual acceptance over LLaDA's quota (ALGORITHMS.md §6.1).
+"""CORA-Diff: confidence + persistence residual acceptance over LLaDA's quota (docs/ALGORITHMS.md §6.1).
 
 Mirrors `generate_cora` of the authors' open-source release (cora_diff_llada_open_source,
 llada/generate.py). Before the quota, any open position with confidence >= delta_p whose top-1

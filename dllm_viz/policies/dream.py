@@ -1,4 +1,4 @@
-"""Dream's own samplers as commit rules (ALGORITHMS.md §4.4-4.5).
+"""Dream's own samplers as commit rules (docs/ALGORITHMS.md §4.4-4.5).
 
 Mirrors `_sample` of Dream-org's HF `generation_utils.py`. With the time grid
 t_j = linspace(1, eps, S + 1): `origin` commits each masked position independently with

@@ -1,6 +1,6 @@
 """End-of-text stop: once the answer has confidently ended, the rest of the canvas is padding.
 
-Two published variants (ALGORITHMS.md §3.4, §6.1), one component:
+Two published variants (docs/ALGORITHMS.md §3.4, §6.1), one component:
 - eos_trigger "committed" (CORA-Diff's EOS-aware deployment): a stop token committed in this
   step with confidence >= `eos_confidence` ends the answer right after it;
 - eos_trigger "predicted" (Learn2PD's EoTP rule b): additionally, a still-masked position whose

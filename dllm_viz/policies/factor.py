@@ -1,4 +1,4 @@
-"""Fast-dLLM's factor rule (ALGORITHMS.md §2.2).
+"""Fast-dLLM's factor rule (docs/ALGORITHMS.md §2.2).
 
 Mirrors the `factor` branch of later github.com/NVlabs/Fast-dLLM `get_transfer_index`: sort
 the open positions by confidence and accept the longest prefix whose n-th entry satisfies

@@ -1,4 +1,4 @@
-"""LLaDA's fixed-steps rule: a precomputed number of commits per step (ALGORITHMS.md §1.2-1.5).
+"""LLaDA's fixed-steps rule: a precomputed number of commits per step (docs/ALGORITHMS.md §1.2-1.5).
 
 Mirrors `generate()` of github.com/ML-GSAI/LLaDA (generate.py): each window gets S_b steps and
 the schedule of §1.3 spreads its masked positions over them; each step commits the n[t]

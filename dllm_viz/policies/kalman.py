@@ -2,7 +2,7 @@
 
 From "Efficient Diffusion LLMs via Temporal-Spatial Parallel Decoding and Confidence
 Extrapolation" (arXiv 2605.30753). Only the abstract is public, so every constant is a config
-field marked [PROPOSED] in ALGORITHMS.md §6.2. Deliberate choices, documented here:
+field marked [PROPOSED] in docs/ALGORITHMS.md §6.2. Deliberate choices, documented here:
 - the forecast variance at horizon h is the propagated covariance P_h[0, 0] (predict h times
   with process noise), which includes the term [1 h] P [1 h]^T of §6.2;
 - "targeted stabilization": a position whose last innovation exceeded `veto_sigma` standard

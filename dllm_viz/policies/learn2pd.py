@@ -1,4 +1,4 @@
-"""Learn2PD-style learned filter over the window's confidences (ALGORITHMS.md §3).
+"""Learn2PD-style learned filter over the window's confidences (docs/ALGORITHMS.md §3).
 
 From "Learning to Parallel Decode" (arXiv 2509.25188; the official code was not public, the
 reference behaviour comes from the copy vendored in the CORA-Diff release): a 32 -> 32 -> 32

@@ -1,6 +1,6 @@
 """Pipeline: one explicit composition of block sizing x commit rule x extrapolation x stop.
 
-DESIGN.md §5: every combination runs through the one engine. This module validates,
+docs/DESIGN.md §5: every combination runs through the one engine. This module validates,
 resolves model-family defaults and (de)serialises; it never decodes.
 """
 

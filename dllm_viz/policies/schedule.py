@@ -1,7 +1,7 @@
 """LLaDA's per-window commit quota, shared by the rules built on it (fixed_steps, CORA, Learn2PD).
 
 A window with M masked positions gets S_b steps (its share of the total `steps`); step t
-commits n[t] positions, with n = transfer_schedule(M, S_b) (ALGORITHMS.md §1.3).
+commits n[t] positions, with n = transfer_schedule(M, S_b) (docs/ALGORITHMS.md §1.3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fast-dLLM's confidence-threshold rule (ALGORITHMS.md §2.1).
+"""Fast-dLLM's confidence-threshold rule (docs/ALGORITHMS.md §2.1).
 
 Mirrors the threshold branch of `get_transfer_index` in github.com/NVlabs/Fast-dLLM
 (llada/generate.py): commit every open position whose confidence reaches the threshold; if

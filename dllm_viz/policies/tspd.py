@@ -1,8 +1,8 @@
-"""TSPD: a learned fix-or-continue controller over denoising steps (ALGORITHMS.md §6.2).
+"""TSPD: a learned fix-or-continue controller over denoising steps (docs/ALGORITHMS.md §6.2).
 
 From "Efficient Diffusion LLMs via Temporal-Spatial Parallel Decoding and Confidence
 Extrapolation" (arXiv 2605.30753); only the abstract is public, so the features, the 2-layer
-64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of ALGORITHMS.md, all configurable.
+64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of docs/ALGORITHMS.md, all configurable.
 Each position of the current window keeps its own LSTM state across the window's steps
 (weights shared across positions); at each step the controller reads that position's features
 and outputs the probability that its current candidate is final; open positions above tau_fix
@@ -72,7 +72,7 @@ class TspdPolicy(CommitRule):
         weights = state.weights
         x, features = tspd_features(view.confidence, view.entropy, view.candidate, view.window, view.step_in_window,
                                     int(weights.card["vocab_size"]), state.features, self.beta)
-        # The controller runs on the masked positions of the current window (ALGORITHMS.md §6.2:
+        # The controller runs on the masked positions of the current window (docs/ALGORITHMS.md §6.2:
         # "per masked position within the current block"); a position's LSTM state starts at zero
         # when its window opens and stops once it is committed. Training builds the same sequences
         # (train.controller.tspd_sequences). The LSTM is row-wise, so only those rows are computed.

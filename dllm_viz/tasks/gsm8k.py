@@ -1,6 +1,6 @@
 """GSM8K from a local jsonl file (or the hub): few-shot prompts and lm-evaluation-harness answer extraction.
 
-Extraction follows lm-eval's gsm8k task (ALGORITHMS.md §8.2): the completion is cut at the stop
+Extraction follows lm-eval's gsm8k task (docs/ALGORITHMS.md §8.2): the completion is cut at the stop
 sequence "Question:"; *strict-match* takes the first `#### <number>`; *flexible-extract* takes
 the last number-like string. Both normalise by dropping commas, "$" and a trailing period, then
 compare with the gold number after `#### ` in the reference answer. Papers rarely say which

@@ -1,6 +1,6 @@
 """HumanEval from a local (optionally gzipped) jsonl file or the hub, scored pass@1 in our sandbox.
 
-Post-processing as Fast-dLLM/AdaBlock do (ALGORITHMS.md §8.2): if the completion holds a
+Post-processing as Fast-dLLM/AdaBlock do (docs/ALGORITHMS.md §8.2): if the completion holds a
 ```python block, take its contents; if that code defines the entry point itself, run it after
 the prompt's imports, otherwise append it to the prompt. Then the task's `check` runs on the
 entry point inside the sandbox (subprocess, timeout, no network).

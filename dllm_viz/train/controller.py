@@ -117,7 +117,7 @@ def tspd_sequences(traces: Sequence[Trace], vocab_size: int, beta: float,
     labels [N, S], mask [N, S].
 
     A position's sequence starts when its window opens (the controller runs "per masked position
-    within the current block", ALGORITHMS.md §6.2, with a fresh LSTM state), exactly as TspdPolicy
+    within the current block", docs/ALGORITHMS.md §6.2, with a fresh LSTM state), exactly as TspdPolicy
     runs it at decode time. `targets` (one per trace) are the oracle endpoints; by default each
     trace's own final tokens.
     """
