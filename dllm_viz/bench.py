@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
+from dllm_viz.evaluation import CUT_OFF_NOTE, require_code_sandbox, run_problem
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.base import parse_field
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
@@ -129,22 +129,27 @@ def run_bench(
     config: DecodeConfig,
     *,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    unsafe_exec: bool = False,
 ) -> pd.DataFrame:
     """One row per (configuration, problem).
 
     Columns: see ROW_COLUMNS. `agrees_with_dense` compares the completion text with the
     dense baseline's on the same prompt.
 
+    `unsafe_exec` scores code without the bubblewrap sandbox (see evaluation.evaluate).
+
     Raises:
         ValueError: `configs` has no "dense" entry (every ratio is against it).
+        SandboxUnavailableError: code problems, no usable bwrap, and `unsafe_exec` off.
     """
     if BASELINE not in configs:
         raise ValueError(f"configs must include the baseline {BASELINE!r}; got {sorted(configs)}")
+    require_code_sandbox(problems, unsafe=unsafe_exec)
     rows: list[dict[str, Any]] = []
     for problem in problems:
         dense_text = None
         for label in [BASELINE, *[k for k in configs if k != BASELINE]]:
-            result, _ = run_problem(adapter, problem, configs[label], config)
+            result, _ = run_problem(adapter, problem, configs[label], config, unsafe_exec=unsafe_exec)
             if label == BASELINE:
                 dense_text = result.completion
             row = {

@@ -413,3 +413,36 @@ def test_bwrap_that_cannot_start_refuses_naming_why(tmp_path: Path, monkeypatch:
     _without_bwrap(monkeypatch, str(fake))
     with pytest.raises(SandboxUnavailableError, match="No permissions to creating new namespace"):
         run_sandboxed("pass")
+
+
+def test_evaluate_refuses_code_before_decoding(monkeypatch: pytest.MonkeyPatch, restore_probe: None) -> None:
+    from dllm_viz.evaluation import evaluate, heldout_problems
+
+    _without_bwrap(monkeypatch, "dllm-viz-no-such-bwrap")
+    problems = heldout_problems("code", 1)
+    # No adapter and no pipeline: the refusal must come before either is touched.
+    with pytest.raises(SandboxUnavailableError, match="unsafe_exec=True"):
+        evaluate(None, problems, None, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("argv", [["eval", "--task", "code", "--n", "1"], ["bench", "--tasks", "arith,code", "--n", "1"]])
+def test_cli_refuses_code_scoring_without_bwrap_before_loading(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               restore_probe: None) -> None:
+    from dllm_viz.cli import main
+
+    _without_bwrap(monkeypatch, "dllm-viz-no-such-bwrap")
+    assert main([*argv, "--model", "/no/such/model"]) == 2  # the model would fail next: it is never loaded
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apt-get install bubblewrap" in err and "--unsafe-exec" in err
+
+
+def test_cli_unsafe_exec_scores_and_says_it_ran_unsandboxed(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            restore_probe: None) -> None:
+    from dllm_viz.cli import main
+
+    _without_bwrap(monkeypatch, "dllm-viz-no-such-bwrap")
+    assert main(["eval", "--task", "code", "--n", "1", "--gen-length", "32", "--quiet", "--unsafe-exec"]) == 0
+    captured = capsys.readouterr()
+    assert sandbox.UNSAFE_NOTE in captured.err and "accuracy=" in captured.out

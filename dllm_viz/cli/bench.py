@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, policy_fields
+from dllm_viz.cli.options import (add_decode_options, add_model_options, add_scoring_options, check_scoring,
+                                  decode_config, policy_fields, warn_unsafe)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
                              "that names none; e.g. --caches none,dual")
     parser.add_argument("--out", type=Path, default=None, help="write one CSV row per (configuration, problem)")
+    add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
                     for p in take(task_problems(task, args.skip + args.n,
                                                 next(files, None) if task in ("gsm8k", "humaneval") else None),
                                   args.skip, args.n)]
+    check_scoring(args, problems)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     total = len(problems) * len(configs)
     done = 0
@@ -81,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{done}/{total}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
               file=sys.stderr, flush=True)
 
-    rows = run_bench(adapter, problems, configs, config, on_row=progress)
+    rows = run_bench(adapter, problems, configs, config, on_row=progress, unsafe_exec=args.unsafe_exec)
     if args.out is not None:
         rows.to_csv(args.out, index=False)
     summary = summarize_bench(rows)
+    warn_unsafe(args, problems)
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))

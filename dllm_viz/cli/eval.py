@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+from dllm_viz.cli.options import (add_decode_options, add_model_options, add_scoring_options, check_scoring,
+                                  decode_config, pipeline, warn_unsafe)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "slice after a calibration one; default 0)")
     parser.add_argument("--out", type=Path, default=None, help="write one JSON line per problem here")
     parser.add_argument("--quiet", action="store_true", help="no per-problem progress on stderr")
+    add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = None if args.n is None else args.skip + args.n
     problems = take(load_problems(args.prompts) if args.prompts else task_problems(args.task, wanted, args.data),
                     args.skip, args.n)
+    check_scoring(args, problems)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     correct = 0
 
@@ -59,10 +62,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{index + 1}/{len(problems)}] correct={correct} nfe={result.nfe}", file=sys.stderr, flush=True)
 
-    results = evaluate(adapter, problems, pipe, config, on_result=progress)
+    results = evaluate(adapter, problems, pipe, config, on_result=progress, unsafe_exec=args.unsafe_exec)
     if args.out is not None:
         args.out.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
     summary = summarize(results)
+    warn_unsafe(args, problems)
     if (warning := summary.warning()) is not None:
         print(f"warning: {warning} (--gen-length)", file=sys.stderr)
     print(f"policy={pipe.label} task={args.task} gen_length={config.gen_length}")
