@@ -19,6 +19,7 @@ from typing import Any, Literal
 import streamlit as st
 
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from pages.common import confine_weights
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
 CACHE_MODES = ("none", "prefix", "dual")
@@ -53,7 +54,7 @@ class PolicySpec:
     def pipeline(self) -> Pipeline:
         """The Pipeline; raises ValueError naming a bad value (e.g. a threshold out of range)."""
         return Pipeline.from_names(self.rule, self.block, self.extrapolate, self.stop, cache=self.cache,
-                                   refresh_every=self.refresh_every, **self.options)
+                                   refresh_every=self.refresh_every, **confine_weights(self.options))
 
 
 def field_specs(cls: type) -> list[FieldSpec]:
@@ -151,10 +152,11 @@ def trained_controllers(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def controller_choices(directory: Path) -> Callable[[str], list[str]]:
-    """For a weights field: the trained controllers of its kind in `directory`, newest first."""
+    """For a weights field: the trained controllers of its kind in `directory`, newest first, by
+    their names there (what the field takes; the browser never sees the server's path)."""
     def choices(field_name: str) -> list[str]:
         kind = "tspd" if field_name == "controller_weights" else "learn2pd"
-        return [p for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
+        return [Path(p).name for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
     return choices
 
 
