@@ -14,8 +14,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems
-from dllm_viz.tasks import sandbox
+from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"

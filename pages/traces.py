@@ -1,8 +1,9 @@
 """Traces: a library of recorded decodes on disk — save, upload, load, delete, export and share.
 
 Files are dllm_viz .npz traces (arrays + JSON metadata, never pickle) in the trace library
-($DLLM_VIZ_TRACE_DIR or ~/.dllm_viz/traces by default) or a subfolder of it typed here. Exports are built only when their
-download button is clicked. Saving never overwrites a file; deleting asks first.
+($DLLM_VIZ_TRACE_DIR or ~/.dllm_viz/traces by default) or in a subfolder of it typed here.
+Exports are built only when their download button is clicked. Saving never overwrites a file;
+deleting asks first.
 """
 
 from __future__ import annotations

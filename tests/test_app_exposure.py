@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_app import FAST, click, dirs, errors, open_app  # noqa: F401  (dirs is a fixture)
+from test_app import FAST, click, errors, open_app
+from test_app import dirs as dirs  # the fixture
 
 
 def shown(at, typed: str = "") -> str:  # type: ignore[no-untyped-def]

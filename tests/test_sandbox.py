@@ -279,6 +279,19 @@ def test_program_cannot_read_host_files_or_the_evaluators_environment(tmp_path: 
     assert not run(leak_probe, unsafe=True).passed
 
 
+@needs_bwrap
+def test_program_cannot_make_namespaces_of_its_own() -> None:
+    """A nested user namespace would give it capabilities there (e.g. an unbounded tmpfs)."""
+    result = run("""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        for flag in (0x10000000, 0x00020000, 0x40000000):  # CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET
+            assert libc.unshare(flag) != 0, hex(flag)
+        assert os.getuid() != 0 and "CapEff:\t0000000000000000" in open("/proc/self/status").read()
+    """)
+    assert result.passed, result.error
+
+
 # ---------------------------------------------------------------- output and disk floods
 
 
@@ -399,7 +412,7 @@ def restore_probe() -> Iterator[None]:
 def test_missing_bwrap_refuses_with_the_fix(monkeypatch: pytest.MonkeyPatch, restore_probe: None) -> None:
     _without_bwrap(monkeypatch, "dllm-viz-no-such-bwrap")
     problem = Problem("code", "code|t", "def f(x):", "    return x", "assert f(1) == 1", "f")
-    with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap.*--unsafe-exec"):
+    with pytest.raises(SandboxUnavailableError, match=r"apt-get install bubblewrap.*--unsafe-exec"):
         CodeTask().score(problem, "    return x")
     with unsafe_exec():
         assert CodeTask().score(problem, "    return x")
@@ -425,7 +438,8 @@ def test_evaluate_refuses_code_before_decoding(monkeypatch: pytest.MonkeyPatch, 
         evaluate(None, problems, None, None)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("argv", [["eval", "--task", "code", "--n", "1"], ["bench", "--tasks", "arith,code", "--n", "1"]])
+@pytest.mark.parametrize("argv", [["eval", "--task", "code", "--n", "1"],
+                                  ["bench", "--tasks", "arith,code", "--n", "1"]])
 def test_cli_refuses_code_scoring_without_bwrap_before_loading(argv: list[str], monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str],
                                                                restore_probe: None) -> None:

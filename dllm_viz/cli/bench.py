@@ -6,8 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import (add_decode_options, add_model_options, add_scoring_options, check_scoring,
-                                  decode_config, policy_fields, warn_unsafe)
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    add_scoring_options,
+    check_scoring,
+    decode_config,
+    policy_fields,
+    warn_unsafe,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

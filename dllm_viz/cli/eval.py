@@ -10,8 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import (add_decode_options, add_model_options, add_scoring_options, check_scoring,
-                                  decode_config, pipeline, warn_unsafe)
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    add_scoring_options,
+    check_scoring,
+    decode_config,
+    pipeline,
+    warn_unsafe,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -9,6 +9,7 @@ subprocess instead, still in its own process group with rlimits and bounded outp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
@@ -91,14 +92,14 @@ def unavailable_reason() -> str | None:
     try:
         outcome = _run_bwrap("pass", timeout_s=10.0)
     except SandboxUnavailableError as exc:
-        return f"code scoring needs the bubblewrap sandbox, which {exc}"
+        return f"code scoring needs the bubblewrap sandbox, and {exc}"
     if outcome.returncode == 0:
         return None
     detail = outcome.output.decode("utf-8", "replace").strip().splitlines()
     why = detail[-1] if detail else f"exit status {outcome.returncode}"
-    return (f"code scoring needs the bubblewrap sandbox, and bwrap failed to start it here ({why}): "
-            "check that bwrap works and that user namespaces are allowed (e.g. sysctl kernel.unprivileged_userns_clone=1, or a container "
-            "started with user namespaces permitted)")
+    return (f"code scoring needs the bubblewrap sandbox, and bwrap failed to start it here ({why}): check that "
+            "bwrap works and that user namespaces are allowed (e.g. sysctl kernel.unprivileged_userns_clone=1, or a "
+            "container started with user namespaces permitted)")
 
 
 def require_sandbox(*, unsafe: bool = False) -> None:
@@ -169,7 +170,7 @@ def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes
     block_r, block_w = os.pipe() if os.geteuid() == 0 else (None, None)
     passed = tuple(fd for fd in (program_fd, info_w, block_r) if fd is not None)
     try:
-        os.write(program_fd, code.encode("utf-8"))
+        os.write(program_fd, code.encode("utf-8", "replace"))  # a lone surrogate fails the program, not us
         os.lseek(program_fd, 0, os.SEEK_SET)
         argv = bwrap.command(program_fd=program_fd, limits=rlimits(timeout_s), info_fd=info_w, block_fd=block_r)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -195,7 +196,7 @@ def _map_user(proc: subprocess.Popen[bytes], child_pid: int) -> None:
     except OSError as exc:
         _kill_sandbox(proc, child_pid)
         proc.wait()
-        raise SandboxUnavailableError(f"could not map the sandbox user into bwrap's namespace ({exc})") from exc
+        raise SandboxUnavailableError(f"its user could not be mapped into bwrap's namespace ({exc})") from exc
 
 
 def _kill_sandbox(proc: subprocess.Popen[bytes], child_pid: int | None) -> None:
@@ -215,7 +216,7 @@ def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
     del limits["RLIMIT_NPROC"]
     with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp:
         script = Path(tmp) / "program.py"
-        script.write_text(code, encoding="utf-8")
+        script.write_text(code, encoding="utf-8", errors="replace")
         proc = subprocess.Popen([sys.executable, "-I", "-B", str(script)], cwd=tmp, env={},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=lambda: _set_limits(limits))
@@ -231,7 +232,5 @@ def _set_limits(limits: dict[str, int]) -> None:
 
 def _signal(send: Callable[[int, int], None], target: int) -> None:
     """SIGKILL `target` through os.kill / os.killpg, ignoring that it is already gone."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         send(target, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
