@@ -166,6 +166,21 @@ def test_nothing_outlives_the_call(spawn: str, ending: str, marker: str) -> None
 
 
 @needs_bwrap
+def test_the_sandbox_dies_with_a_killed_evaluator(marker: str) -> None:
+    program = (f"import subprocess, sys, time\nsubprocess.Popen({SLEEPER.format(marker=marker)}, "
+               "start_new_session=True)\ntime.sleep(60)\n")
+    evaluate = "import sys\nfrom dllm_viz.tasks.sandbox import run_sandboxed\nrun_sandboxed(sys.argv[1], timeout_s=60)"
+    evaluator = subprocess.Popen([sys.executable, "-c", evaluate, program], cwd=PROJECT)
+    deadline = time.monotonic() + 30
+    while not alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_with(marker), "the sandboxed program never started"
+    evaluator.kill()
+    evaluator.wait()
+    assert gone_within(marker, 3.0)
+
+
+@needs_bwrap
 def test_background_child_holding_stdout_does_not_fail_a_correct_program(marker: str) -> None:
     start = time.monotonic()
     result = run(f"""
