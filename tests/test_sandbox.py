@@ -156,13 +156,14 @@ BACKGROUND = {
 @pytest.mark.parametrize("ending", ["exits", "hangs"])
 @pytest.mark.parametrize("spawn", sorted(BACKGROUND))
 def test_nothing_outlives_the_call(spawn: str, ending: str, marker: str) -> None:
-    tail = "time.sleep(60)" if ending == "hangs" else "pass"
+    hangs = ending == "hangs"
     code = "import os, subprocess, sys, time\n" + textwrap.dedent(BACKGROUND[spawn]).format(marker=marker)
     start = time.monotonic()
-    result = run(f"{code}\ntime.sleep(0.3)\n{tail}\n", timeout_s=1.5)
-    assert time.monotonic() - start < 4
-    assert result.timed_out == (ending == "hangs")
-    assert alive_with(marker) == []
+    # The program that exits gets room to start its tree on a loaded machine; the one that hangs does not.
+    result = run(f"{code}\ntime.sleep(0.3)\n{'time.sleep(60)' if hangs else 'pass'}\n", timeout_s=1.5 if hangs else 5)
+    assert time.monotonic() - start < 7, "the call did not return promptly"
+    assert result.timed_out == hangs, result
+    assert alive_with(marker) == [], "a process of the program outlived the call"
 
 
 @needs_bwrap

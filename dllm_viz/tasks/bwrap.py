@@ -76,7 +76,7 @@ def _traversable_parents(path: str) -> list[str]:
 
 
 def command(
-    *, program_fd: int, limits: dict[str, int], info_fd: int, block_fd: int | None
+    *, program_fd: int, limits: dict[str, int], info_fd: int, block_fd: int, mapped: bool
 ) -> list[str]:
     """argv for bwrap running the program read from `program_fd` under `limits`.
 
@@ -84,20 +84,21 @@ def command(
         program_fd: a readable fd holding the program's source (bwrap copies it in).
         limits: rlimit name -> value, set by the launcher inside.
         info_fd: bwrap writes the sandbox's pid (as JSON) here.
-        block_fd: when set, bwrap waits on it after creating the user namespace, so that
-            `map_user` can write the mapping first (only when we are root).
+        block_fd: bwrap waits for a byte on it before going on (before the program starts),
+            so the caller can take hold of the sandbox's init first.
+        mapped: the caller is root and writes the user mapping itself (`map_user`) while bwrap
+            waits, right after creating the user namespace.
     """
     argv = [BWRAP, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--clearenv", "--info-fd", str(info_fd)]
-    if block_fd is None:
-        argv += ["--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
+    if mapped:
+        # The launcher needs CAP_SYS_RESOURCE in namespace root's bounding set (copied from
+        # ours) to lower max_user_namespaces; it drops every capability before the program.
+        argv += ["--userns-block-fd", str(block_fd), "--cap-add", "CAP_SYS_RESOURCE"]
     else:
-        argv += ["--userns-block-fd", str(block_fd)]
-    if block_fd is not None:
-        # The launcher needs it in namespace root's bounding set, copied from ours, to lower
-        # max_user_namespaces; it drops every capability before the program starts.
-        argv += ["--cap-add", "CAP_SYS_RESOURCE"]
+        argv += ["--block-fd", str(block_fd), "--disable-userns", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_GID)]
     argv += _system_binds()
     for path in interpreter_dirs():
         argv += [*_traversable_parents(path), "--ro-bind", path, path]

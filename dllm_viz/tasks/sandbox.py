@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -34,8 +35,8 @@ MEMORY_LIMIT_BYTES = 1 << 30
 FILE_SIZE_LIMIT_BYTES = 1 << 20
 OPEN_FILES_LIMIT = 64
 PROCESS_LIMIT = 32
-# Once the sandbox init is killed, the kernel ends everything in its pid namespace before
-# bwrap exits; this long is allowed for that before bwrap's own process group is killed.
+# Once the sandbox init is killed, the kernel ends everything in its pid namespace before the
+# init itself exits; this long is allowed for that before bwrap's own process group is killed.
 KILL_WAIT_S = 2.0
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 UNSAFE_NOTE = ("code ran WITHOUT the bubblewrap sandbox (--unsafe-exec): it could reach the network, "
@@ -158,51 +159,80 @@ def _result(outcome: Outcome, *, timeout_s: float, isolated: bool) -> SandboxRes
 
 def _run_bwrap(code: str, *, timeout_s: float) -> Outcome:
     """The program inside bubblewrap; killing its pid-namespace init ends every process in it."""
-    proc, child_pid = _start_bwrap(code, timeout_s=timeout_s)
+    proc, init = _start_bwrap(code, timeout_s=timeout_s)
     return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
-                 kill=lambda: _kill_sandbox(proc, child_pid))
+                 kill=lambda: _kill_sandbox(proc, init))
 
 
-def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes], int | None]:
-    """Start bwrap (mapping its user first when we are root); returns it and the sandbox init's pid."""
+@dataclass(frozen=True, slots=True)
+class _Init:
+    """The sandbox's pid-namespace init, held by a pidfd where the kernel has them.
+
+    bwrap reports its exit status as soon as the program exits, while the init may still be
+    ending the program's leftovers; waiting on the init itself is what proves they are gone.
+    """
+
+    pid: int
+    fd: int | None
+
+
+def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes], _Init | None]:
+    """Start bwrap, hold its init (and map its user when we are root) before the program starts."""
+    mapped = os.geteuid() == 0
     program_fd = os.memfd_create("dllm_viz_program")
-    info_r, info_w = os.pipe()
-    block_r, block_w = os.pipe() if os.geteuid() == 0 else (None, None)
-    passed = tuple(fd for fd in (program_fd, info_w, block_r) if fd is not None)
+    (info_r, info_w), (block_r, block_w) = os.pipe(), os.pipe()
+    passed: tuple[int, ...] = (program_fd, info_w, block_r)
+    init = None
     try:
         os.write(program_fd, code.encode("utf-8", "replace"))  # a lone surrogate fails the program, not us
         os.lseek(program_fd, 0, os.SEEK_SET)
-        argv = bwrap.command(program_fd=program_fd, limits=rlimits(timeout_s), info_fd=info_w, block_fd=block_r)
+        argv = bwrap.command(program_fd=program_fd, limits=rlimits(timeout_s), info_fd=info_w, block_fd=block_r,
+                             mapped=mapped)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env={}, pass_fds=passed, start_new_session=True)
         for fd in passed:
             os.close(fd)
         passed = ()
         child_pid = bwrap.read_child_pid(info_r)
-        if child_pid is not None and block_w is not None:
-            _map_user(proc, child_pid)
+        if child_pid is not None:  # bwrap now waits on block_fd, so this pid is still its init's
+            init = _Init(child_pid, _pidfd(child_pid))
+            if mapped:
+                _map_user(proc, init)
             os.write(block_w, b"1")
     finally:
         for fd in (*passed, info_r, block_w):
-            if fd is not None:
-                os.close(fd)
-    return proc, child_pid
+            os.close(fd)
+    return proc, init
 
 
-def _map_user(proc: subprocess.Popen[bytes], child_pid: int) -> None:
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid` (Linux >= 5.3), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _map_user(proc: subprocess.Popen[bytes], init: _Init) -> None:
     """bwrap.map_user, or end that bwrap and say why the sandbox cannot start."""
     try:
-        bwrap.map_user(child_pid)
+        bwrap.map_user(init.pid)
     except OSError as exc:
-        _kill_sandbox(proc, child_pid)
+        _kill_sandbox(proc, init)
         proc.wait()
         raise SandboxUnavailableError(f"its user could not be mapped into bwrap's namespace ({exc})") from exc
 
 
-def _kill_sandbox(proc: subprocess.Popen[bytes], child_pid: int | None) -> None:
-    """SIGKILL the namespace init (the kernel then ends all in it), wait for bwrap, then its group."""
-    if child_pid is not None and proc.poll() is None:
-        _signal(os.kill, child_pid)
+def _kill_sandbox(proc: subprocess.Popen[bytes], init: _Init | None) -> None:
+    """SIGKILL the namespace init and wait until it is gone (the kernel ends all in it first), then
+    bwrap's own process group."""
+    if init is not None and init.fd is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(init.fd, signal.SIGKILL)
+        select.select([init.fd], [], [], KILL_WAIT_S)  # readable once the init has exited
+        os.close(init.fd)
+    elif init is not None and proc.poll() is None:  # no pidfd: the pid is the init's while bwrap runs
+        _signal(os.kill, init.pid)
         deadline = time.monotonic() + KILL_WAIT_S
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
