@@ -63,3 +63,19 @@ def test_the_server_listens_on_localhost_by_default() -> None:
 
     config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
     assert config["server"]["address"] == "localhost"
+
+
+def test_code_scoring_without_bwrap_refuses_in_the_app(dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dllm_viz.tasks import bwrap, sandbox
+
+    monkeypatch.setattr(bwrap, "BWRAP", "dllm-viz-no-such-bwrap")
+    sandbox.unavailable_reason.cache_clear()
+    try:
+        at = open_app("compare", {"cmp_mode": "a prompt set", "cmp_task": "code", "cmp_gen": "16", "cmp_count": "1",
+                                  "c1_block_length": "16", "c2_block_length": "16"})
+        click(at, "cmp_bench_run")
+        assert any("bubblewrap" in e and "apt-get install bubblewrap" in e for e in errors(at)), errors(at)
+        assert "unsafe" not in "".join(errors(at))  # the app never offers the unsandboxed fallback
+        assert "cmp_bench" not in at.session_state  # nothing was decoded or scored
+    finally:
+        sandbox.unavailable_reason.cache_clear()
