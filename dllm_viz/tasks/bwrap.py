@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
+import time
 from pathlib import Path
 
 BWRAP = "bwrap"
@@ -112,10 +114,17 @@ def command(
             str(SANDBOX_GID), json.dumps(limits), PROGRAM]
 
 
-def read_child_pid(info_fd: int) -> int | None:
-    """The sandbox's pid-namespace init, as bwrap reports it on `--info-fd` (None if it failed)."""
+def read_child_pid(info_fd: int, *, timeout_s: float = 10.0) -> int | None:
+    """The sandbox's pid-namespace init, as bwrap reports it on `--info-fd`.
+
+    None if bwrap failed before creating it or said nothing for `timeout_s` (the caller's
+    deadline then ends bwrap's whole process group).
+    """
+    deadline = time.monotonic() + timeout_s
     data = b""
     while not data.rstrip().endswith(b"}"):
+        if not select.select([info_fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            return None
         chunk = os.read(info_fd, 4096)
         if not chunk:
             return None
