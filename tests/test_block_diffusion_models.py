@@ -1,0 +1,131 @@
+"""Block-diffusion checkpoints: layout detection, block length, config mapping, block-causal passes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from checkpoints import build_block_llama, build_fast_dllm_v2, build_llada2, build_sdar
+
+from dllm_viz.models import ModelLoadError
+from dllm_viz.models import block_diffusion as bd
+from dllm_viz.models.block_causal import block_causal_mask, token_causal_mask
+
+HIDDEN = torch.finfo(torch.float32).min
+
+
+def visible(mask: torch.Tensor) -> list[list[int]]:
+    return (mask[0, 0] == 0).int().tolist()
+
+
+def test_block_causal_mask_tiles_absolute_blocks_from_position_zero() -> None:
+    # 3 prompt + 3 generated positions with B = 4: blocks are [0, 4) and [4, 8), prompt included
+    assert visible(block_causal_mask(6, 4)) == [
+        [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]
+    assert (block_causal_mask(6, 4)[0, 0] != 0).eq(block_causal_mask(6, 4)[0, 0] == HIDDEN).all()
+
+
+def test_block_of_one_is_token_causal_and_one_block_is_bidirectional() -> None:
+    assert visible(token_causal_mask(4)) == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
+    assert all(all(row) for row in visible(block_causal_mask(5, 8)))
+
+
+def test_query_window_rows_equal_the_full_masks_rows_and_invalid_keys_are_hidden() -> None:
+    full = block_causal_mask(12, 4)
+    assert torch.equal(block_causal_mask(12, 4, query_start=8), full[:, :, 8:])
+    valid = torch.tensor([True] * 10 + [False] * 2)  # diffusers' 2-D mask: 0 past prompt + gen_length
+    rows = visible(block_causal_mask(12, 4, key_valid=valid))
+    assert rows[11] == [1] * 10 + [0, 0] and rows[3] == [1] * 4 + [0] * 8
+    with pytest.raises(ValueError, match="block_length"):
+        block_causal_mask(4, 0)
+    with pytest.raises(ValueError, match="inside"):
+        block_causal_mask(4, 2, query_start=3, query_length=2)
+
+
+def raw_config(directory: Path) -> dict:
+    return json.loads((directory / "config.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, torch.nn.Module | None]]:
+    root = tmp_path_factory.mktemp("block_diffusion")
+    return {"sdar": build_sdar(root / "sdar", block_size=4),
+            "fast_dllm_v2": build_fast_dllm_v2(root / "fast", bd_size=8),
+            "block_causal": build_block_llama(root / "llama", block_length=4),
+            "llada2": (build_llada2(root / "llada2"), None)}
+
+
+@pytest.mark.parametrize(("family", "base", "length", "source", "shift"), [
+    ("sdar", "qwen3", 4, "block_size", False), ("fast_dllm_v2", "qwen2", 8, "bd_size", True),
+    ("block_causal", "llama", 4, "block_size", False), ("llada2", None, 32, "family default", False)])
+def test_each_published_layout_is_detected_with_its_block_length(checkpoints, family, base, length, source,
+                                                                 shift) -> None:
+    spec = bd.detect(raw_config(checkpoints[family][0]))
+    assert spec is not None
+    assert (spec.family, spec.base, spec.block_length, spec.block_length_source, spec.shift_logits) == (
+        family, base, length, source, shift)
+
+
+def test_configs_without_a_block_layout_are_not_block_diffusion(checkpoints) -> None:
+    raw = raw_config(checkpoints["block_causal"][0])
+    del raw["block_size"]
+    assert bd.detect(raw) is None  # a plain autoregressive Llama
+    assert bd.detect({"model_type": "llada", "architectures": ["LLaDAModelLM"]}) is None
+    assert bd.detect({"model_type": "Dream", "architectures": ["DreamModel"]}) is None
+
+
+def test_malformed_or_missing_block_lengths_say_which_key() -> None:
+    with pytest.raises(ModelLoadError, match="`block_size` must be a positive integer"):
+        bd.detect({"model_type": "sdar", "block_size": 0})
+    with pytest.raises(ModelLoadError, match="bd_size"):
+        bd.detect({"model_type": "Fast_dLLM_Qwen"})
+    assert bd.detect({"model_type": "llada2_moe", "block_length": 16}).block_length == 16
+
+
+@pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal"])
+def test_config_mapping_reproduces_the_saved_architecture(checkpoints, family) -> None:
+    directory, reference = checkpoints[family]
+    mapped = bd.base_config(raw_config(directory), bd.detect(raw_config(directory)))
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "rms_norm_eps", "tie_word_embeddings"):
+        assert getattr(mapped, key) == getattr(reference.config, key), key
+    assert mapped.rope_parameters["rope_theta"] == reference.config.rope_parameters["rope_theta"]
+    assert type(mapped) is type(reference.config)
+
+
+@pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal"])
+def test_block_causal_pass_on_the_loaded_model(checkpoints, family) -> None:
+    directory, reference = checkpoints[family]
+    spec = bd.detect(raw_config(directory))
+    model = bd.load_model(directory, raw_config(directory), spec, device=torch.device("cpu"), dtype=torch.float32)
+    length, block = 3 * spec.block_length - 1, spec.block_length
+    ids = torch.randint(4, 60, (1, length), generator=torch.Generator().manual_seed(0))
+    mask = block_causal_mask(length, block)
+
+    def logits(x: torch.Tensor, m: torch.nn.Module = model) -> torch.Tensor:
+        with torch.no_grad():
+            return m(input_ids=x, attention_mask=mask[..., : x.shape[1], : x.shape[1]], use_cache=False).logits[0]
+
+    out = logits(ids)
+    torch.testing.assert_close(out, logits(ids, reference), rtol=0, atol=0)  # the weights loaded as saved
+    later = ids.clone()
+    later[0, 2 * block :] = 3
+    torch.testing.assert_close(logits(later)[: 2 * block], out[: 2 * block], rtol=0, atol=1e-6)  # causal between
+    same_block = ids.clone()
+    same_block[0, 2 * block - 1] = 3
+    assert not torch.allclose(logits(same_block)[block], out[block])  # bidirectional within a block
+    torch.testing.assert_close(logits(ids[:, : 2 * block]), out[: 2 * block], rtol=0, atol=1e-5)  # prefix-only pass
+
+
+def test_llada2_has_no_maintained_class_and_asks_for_remote_code(checkpoints) -> None:
+    directory, _ = checkpoints["llada2"]
+    spec = bd.detect(raw_config(directory))
+    with pytest.raises(ModelLoadError, match="trust_remote_code"):
+        bd.load_model(directory, raw_config(directory), spec, device=torch.device("cpu"), dtype=torch.float32)
+    from transformers import CONFIG_MAPPING
+
+    # re-check on a transformers upgrade: a maintained class would replace the remote-code route
+    assert "llada2_moe" not in CONFIG_MAPPING and "glm4_moe" in CONFIG_MAPPING
