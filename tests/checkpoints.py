@@ -185,15 +185,23 @@ def build_fast_dllm_v2(directory: Path, *, bd_size: int = 8, seed: int = 0) -> t
     return directory, model
 
 
-def build_block_llama(directory: Path, *, block_length: int = 4, seed: int = 0) -> tuple[Path, torch.nn.Module]:
-    """A generic block-causal conversion: a plain Llama config plus `block_size` and `mask_token_id`."""
+def build_block_llama(directory: Path, *, block_length: int = 4, seed: int = 0,
+                      head_scale: float = 1.0) -> tuple[Path, torch.nn.Module]:
+    """A generic block-causal conversion: a plain Llama config plus `block_size` and `mask_token_id`.
+
+    `head_scale` multiplies the output layer: a random model's confidences are all near 1/vocab;
+    about 60 spreads them over (0, 1) so thresholds, edits and EOS stops all happen.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = _block_tokenizer(directory)
     torch.manual_seed(seed)
     lcfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
-                       tie_word_embeddings=False)
+                       tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id,
+                       pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
     model = LlamaForCausalLM(lcfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(head_scale)
     _save(model, directory)
     raw = lcfg.to_dict()
     raw.update(block_size=block_length, mask_token_id=tokenizer.mask_token_id, architectures=["LlamaForCausalLM"])
