@@ -129,3 +129,13 @@ def test_llada2_has_no_maintained_class_and_asks_for_remote_code(checkpoints) ->
 
     # re-check on a transformers upgrade: a maintained class would replace the remote-code route
     assert "llada2_moe" not in CONFIG_MAPPING and "glm4_moe" in CONFIG_MAPPING
+
+
+@pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal", "llada2"])
+@pytest.mark.parametrize("trust_remote_code", [False, True])
+def test_load_refuses_block_diffusion_checkpoints_until_the_engine_runs_them(checkpoints, family,
+                                                                           trust_remote_code) -> None:
+    from dllm_viz.models import load
+
+    with pytest.raises(ModelLoadError, match=rf"block-diffusion checkpoint \({family}, block length \d+\)"):
+        load(str(checkpoints[family][0]), device="cpu", trust_remote_code=trust_remote_code)
