@@ -250,6 +250,6 @@ def build_llada2(directory: Path, *, seed: int = 0) -> Path:
             state |= {m + "gate_proj.weight": rnd(width, h), m + "up_proj.weight": rnd(width, h),
                       m + "down_proj.weight": rnd(h, width)}
         if i > 0:
-            state |= {p + "mlp.gate.weight": rnd(experts, h), p + "mlp.gate.expert_bias": torch.zeros(experts)}
+            state |= {p + "mlp.gate.weight": rnd(experts, h), p + "mlp.gate.expert_bias": rnd(experts)}
     save_file(state, str(directory / "model.safetensors"))
     return directory

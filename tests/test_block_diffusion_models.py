@@ -60,7 +60,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pat
 
 @pytest.mark.parametrize(("family", "base", "length", "source", "shift"), [
     ("sdar", "qwen3", 4, "block_size", False), ("fast_dllm_v2", "qwen2", 8, "bd_size", True),
-    ("block_causal", "llama", 4, "block_size", False), ("llada2", None, 32, "family default", False)])
+    ("block_causal", "llama", 4, "block_size", False), ("llada2", "glm4_moe", 32, "family default", False)])
 def test_each_published_layout_is_detected_with_its_block_length(checkpoints, family, base, length, source,
                                                                  shift) -> None:
     spec = bd.detect(raw_config(checkpoints[family][0]))
@@ -120,15 +120,38 @@ def test_block_causal_pass_on_the_loaded_model(checkpoints, family) -> None:
     torch.testing.assert_close(logits(ids[:, : 2 * block]), out[: 2 * block], rtol=0, atol=1e-5)  # prefix-only pass
 
 
-def test_llada2_has_no_maintained_class_and_asks_for_remote_code(checkpoints) -> None:
-    directory, _ = checkpoints["llada2"]
-    spec = bd.detect(raw_config(directory))
-    with pytest.raises(ModelLoadError, match="trust_remote_code"):
-        bd.load_model(directory, raw_config(directory), spec, device=torch.device("cpu"), dtype=torch.float32)
+def test_llada2_maps_onto_glm4_moe_and_matches_an_independent_reference(checkpoints) -> None:
+    from llada2_moe_reference import Llada2Reference
     from transformers import CONFIG_MAPPING
 
-    # re-check on a transformers upgrade: a maintained class would replace the remote-code route
-    assert "llada2_moe" not in CONFIG_MAPPING and "glm4_moe" in CONFIG_MAPPING
+    # re-check on a transformers upgrade: a LLaDA2 class of its own would replace the mapping
+    assert "llada2_moe" not in CONFIG_MAPPING
+    directory, _ = checkpoints["llada2"]
+    raw = raw_config(directory)
+    spec = bd.detect(raw)
+    config = bd.base_config(raw, spec)
+    assert (config.n_routed_experts, config.n_group, config.topk_group, config.first_k_dense_replace) == (4, 2, 1, 1)
+    assert config.rope_parameters["partial_rotary_factor"] == 0.5 and config.use_qk_norm
+    model = bd.load_model(directory, raw, spec, device=torch.device("cpu"), dtype=torch.float64)
+    ids = torch.randint(4, 60, (1, 10), generator=torch.Generator().manual_seed(1))
+    mask = block_causal_mask(10, 4, dtype=torch.float64)
+    with torch.no_grad():
+        ours = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[0]
+    expected = Llada2Reference(directory).forward(ids[0], mask[0, 0])
+    # GLM4-MoE (like LLaDA2's own code) routes in float32 and builds rotary tables in float32
+    torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        float32 = bd.load_model(directory, raw, spec, device=torch.device("cpu"), dtype=torch.float32)
+        fast = float32(input_ids=ids, attention_mask=mask.float(), use_cache=False).logits[0]
+    torch.testing.assert_close(fast.double(), expected, rtol=0, atol=1e-4)  # the default (grouped) experts
+
+
+@pytest.mark.parametrize(("key", "value"), [("score_function", "softmax"), ("use_bias", True),
+                                            ("norm_topk_prob", False)])
+def test_llada2_options_glm4_moe_cannot_express_are_refused_by_name(checkpoints, key, value) -> None:
+    raw = raw_config(checkpoints["llada2"][0]) | {key: value}
+    with pytest.raises(ModelLoadError, match=rf"{key}={value!r}"):
+        bd.base_config(raw, bd.detect(raw))
 
 
 @pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal", "llada2"])

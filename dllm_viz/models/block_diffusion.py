@@ -4,8 +4,8 @@ Block-diffusion models attend block-causally over absolute-aligned blocks (block
 Published layouts recognised here (their config.json as released):
 - LLaDA2.x (inclusionAI/LLaDA2.0 / 2.1 mini and flash): model_type "llada2_moe", architecture
   "LLaDA2MoeModelLM", a sigmoid-routed MoE with fused QKV. transformers 5.24 has no class for
-  it, so it runs only through its remote code (trust_remote_code). Its config has no block
-  length; 32 is the one its own generate(), SGLang and diffusers' examples use.
+  it; it runs on Glm4MoeForCausalLM, which computes the same block (llada2.py). Its config has
+  no block length; 32 is the one its own generate(), SGLang and diffusers' examples use.
 - SDAR / TraDo (JetLM): model_type "sdar", Qwen3 weights under Qwen3's names, "block_size".
 - Fast-dLLM v2 (Efficient-Large-Model): model_type "Fast_dLLM_Qwen", Qwen2 weights (QKV bias),
   "bd_size"; its sampler reads position i from output i - 1 within a block (token shift).
@@ -22,10 +22,11 @@ from typing import Any, Literal
 
 import torch
 
+from dllm_viz.models import llada2
 from dllm_viz.models.base import ModelLoadError
 from dllm_viz.models.weights import load_renamed
 
-Base = Literal["llama", "qwen2", "qwen3"]
+Base = Literal["llama", "qwen2", "qwen3", "glm4_moe"]
 BLOCK_KEYS = ("block_size", "bd_size", "block_length")  # the keys published configs use, in lookup order
 LLADA2_BLOCK_LENGTH = 32  # LLaDA2.x configs carry none; its generate() default and model card use 32
 
@@ -36,7 +37,8 @@ class BlockDiffusionSpec:
 
     Attributes:
         family: "llada2", "sdar", "fast_dllm_v2" or "block_causal" (a generic conversion).
-        base: the maintained transformers architecture it runs on, or None (remote code only).
+        base: the maintained transformers architecture it runs on, or None (remote code only; no
+            recognised layout needs that today).
         block_length: B, the absolute-aligned block size.
         block_length_source: the config key B came from, or "family default".
         mask_token_id: from the config when it states one, else None (ask the tokenizer).
@@ -78,7 +80,7 @@ def detect(raw: dict[str, Any]) -> BlockDiffusionSpec | None:
     archs = [str(a) for a in raw.get("architectures") or []]
     if model_type == "llada2_moe" or "LLaDA2MoeModelLM" in archs:
         length, source = _block_length(raw, LLADA2_BLOCK_LENGTH)
-        return BlockDiffusionSpec("llada2", None, length, source, _mask_id(raw))
+        return BlockDiffusionSpec("llada2", "glm4_moe", length, source, _mask_id(raw))
     if model_type == "sdar" or "SDARForCausalLM" in archs:
         length, source = _block_length(raw, None)
         return BlockDiffusionSpec("sdar", "qwen3", length, source, _mask_id(raw))
@@ -107,6 +109,8 @@ def base_config(raw: dict[str, Any], spec: BlockDiffusionSpec) -> Any:
     if spec.base is None:
         raise ModelLoadError(f"{spec.family} has no maintained transformers class (checked 5.24); "
                              "pass trust_remote_code=True (CLI: --trust-remote-code) to run its own code")
+    if spec.base == "glm4_moe":
+        return llada2.glm4_moe_config(raw)
     if raw.get("use_sliding_window"):
         raise ModelLoadError("sliding-window attention is not supported for block-diffusion checkpoints")
     heads = int(raw["num_attention_heads"])
@@ -141,14 +145,15 @@ def model_class(spec: BlockDiffusionSpec) -> type:
     """The maintained *ForCausalLM class of the spec's base architecture."""
     import transformers
 
-    names = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+    names = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+             "glm4_moe": "Glm4MoeForCausalLM"}
     if spec.base is None:
         raise ModelLoadError(f"{spec.family} has no maintained transformers class; it needs trust_remote_code")
     return getattr(transformers, names[spec.base])
 
 
 def _same_key(key: str) -> str:
-    """SDAR, Fast-dLLM v2 and generic conversions keep their base architecture's parameter names."""
+    """SDAR, Fast-dLLM v2 and generic conversions keep their base names; LLaDA2 converts whole."""
     return key
 
 
@@ -159,4 +164,9 @@ def load_model(directory: Path, raw: dict[str, Any], spec: BlockDiffusionSpec, *
     Raises:
         ModelLoadError: no maintained class, unsupported options, or weights that do not fit.
     """
-    return load_renamed(model_class(spec), base_config(raw, spec), directory, _same_key, device=device, dtype=dtype)
+    config = base_config(raw, spec)
+    convert = (lambda state: llada2.to_glm4_moe(state, config)) if spec.family == "llada2" else None
+    model = load_renamed(model_class(spec), config, directory, _same_key, device=device, dtype=dtype, convert=convert)
+    if spec.base == "glm4_moe" and dtype == torch.float64:
+        model.config._experts_implementation = "eager"  # grouped_mm, the default, has no float64 kernel
+    return model
