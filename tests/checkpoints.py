@@ -242,9 +242,11 @@ def build_llada2(directory: Path, *, seed: int = 0) -> Path:
         p = f"model.layers.{i}."
         state |= {p + "input_layernorm.weight": 1 + rnd(h), p + "post_attention_layernorm.weight": 1 + rnd(h),
                   p + "attention.query_key_value.weight": rnd((heads + 2 * kv) * hd, h),
-                  p + "attention.query_layernorm.weight": 1 + rnd(hd), p + "attention.key_layernorm.weight": 1 + rnd(hd),
+                  p + "attention.query_layernorm.weight": 1 + rnd(hd),
+                  p + "attention.key_layernorm.weight": 1 + rnd(hd),
                   p + "attention.dense.weight": rnd(h, heads * hd)}
-        mlps = [p + "mlp."] if i == 0 else [p + f"mlp.experts.{e}." for e in range(experts)] + [p + "mlp.shared_experts."]
+        mlps = [p + "mlp."] if i == 0 else [*(p + f"mlp.experts.{e}." for e in range(experts)),
+                                             p + "mlp.shared_experts."]
         width = inter if i == 0 else moe_inter
         for m in mlps:
             state |= {m + "gate_proj.weight": rnd(width, h), m + "up_proj.weight": rnd(width, h),
