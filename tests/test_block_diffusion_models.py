@@ -162,3 +162,32 @@ def test_load_refuses_block_diffusion_checkpoints_until_the_engine_runs_them(che
 
     with pytest.raises(ModelLoadError, match=rf"block-diffusion checkpoint \({family}, block length \d+\)"):
         load(str(checkpoints[family][0]), device="cpu", trust_remote_code=trust_remote_code)
+
+
+@pytest.mark.parametrize("family", ["sdar", "block_causal", "llada2"])
+def test_finished_blocks_keys_and_values_make_an_exact_prefix_cache(checkpoints, family) -> None:
+    """Block-causal + prefix-only context: a pass over the current block alone, attending to keys and
+    values recorded by an earlier pass, equals a fresh full pass, however the block changed since.
+
+    The queries are all in the last block, so their block-causal rows see every key (the mask is
+    all-visible there); only the recording pass needs real block-causal masking.
+    """
+    from dllm_viz.models.kv_cache import WindowKVCache
+
+    directory = checkpoints[family][0]
+    raw = raw_config(directory)
+    spec = bd.detect(raw)
+    model = bd.load_model(directory, raw, spec, device=torch.device("cpu"), dtype=torch.float32)
+    block = 4
+    ids = torch.randint(4, 60, (1, 3 * block), generator=torch.Generator().manual_seed(2))
+    full_mask = block_causal_mask(3 * block, block)
+    cache = WindowKVCache(model.config.num_hidden_layers)
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=full_mask, cache=cache, use_cache=False)  # records every layer
+        changed = ids.clone()
+        changed[0, 2 * block :] = torch.tensor([3, 7, 3, 9])  # the current block moved on (commits, edits)
+        cache.mode, cache.query_start, cache.query_end = "prefix", 2 * block, 3 * block
+        partial = model(input_ids=changed[:, 2 * block :], attention_mask=block_causal_mask(3 * block, block, query_start=2 * block),
+                        position_ids=torch.arange(2 * block, 3 * block)[None], cache=cache, use_cache=False).logits[0]
+        fresh = model(input_ids=changed, attention_mask=full_mask, use_cache=False).logits[0, 2 * block :]
+    torch.testing.assert_close(partial, fresh, rtol=0, atol=1e-5)
