@@ -187,7 +187,8 @@ def test_finished_blocks_keys_and_values_make_an_exact_prefix_cache(checkpoints,
         changed = ids.clone()
         changed[0, 2 * block :] = torch.tensor([3, 7, 3, 9])  # the current block moved on (commits, edits)
         cache.mode, cache.query_start, cache.query_end = "prefix", 2 * block, 3 * block
-        partial = model(input_ids=changed[:, 2 * block :], attention_mask=block_causal_mask(3 * block, block, query_start=2 * block),
+        window_mask = block_causal_mask(3 * block, block, query_start=2 * block)
+        partial = model(input_ids=changed[:, 2 * block :], attention_mask=window_mask,
                         position_ids=torch.arange(2 * block, 3 * block)[None], cache=cache, use_cache=False).logits[0]
         fresh = model(input_ids=changed, attention_mask=full_mask, use_cache=False).logits[0, 2 * block :]
     torch.testing.assert_close(partial, fresh, rtol=0, atol=1e-5)
