@@ -287,3 +287,21 @@ def test_greedy_ignores_the_generator_and_seeded_draws_repeat() -> None:
     assert torch.equal(a[0], b[0])
     with pytest.raises(ValueError, match="temperature"):
         multinomial_candidates(logits, temperature=-0.5)
+
+
+# --- canvas geometry -------------------------------------------------------------------------
+
+
+def test_blocks_are_aligned_to_absolute_positions_with_the_prompt_inside_the_first() -> None:
+    from dllm_viz.policies.aligned_blocks import AlignedCanvas
+
+    canvas = AlignedCanvas(prompt_length=5, gen_length=24, block_length=8)
+    assert (canvas.total_length, canvas.padding) == (32, 3)
+    assert canvas.windows == ((0, 8), (8, 16), (16, 24), (24, 32))
+    assert [canvas.prompt_in_window(w) for w in canvas.windows] == [5, 0, 0, 0]
+    whole_blocks_of_prompt = AlignedCanvas(prompt_length=16, gen_length=8, block_length=8)
+    assert whole_blocks_of_prompt.windows == ((16, 24),) and whole_blocks_of_prompt.padding == 0
+    long_prompt = AlignedCanvas(prompt_length=19, gen_length=4, block_length=8)
+    assert long_prompt.windows == ((16, 24),) and long_prompt.prompt_in_window((16, 24)) == 3
+    with pytest.raises(ValueError, match="block_length"):
+        AlignedCanvas(prompt_length=3, gen_length=4, block_length=0)

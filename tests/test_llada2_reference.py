@@ -19,6 +19,7 @@ from checkpoints import build_block_llama
 from llada2_reference import SETTINGS, AttentionWrapper, ReferenceRun, run_reference
 
 from dllm_viz.models import block_diffusion as bd
+from dllm_viz.policies.aligned_blocks import AlignedCanvas
 from dllm_viz.policies.block_refinement import (
     BlockInputs,
     BlockRefinementRule,
@@ -99,6 +100,9 @@ def test_our_rule_replays_every_pipeline_pass(setup, attention: str, setting: st
     assert [s.global_step for s in run.steps] == list(range(run.nfe))
     canvas = replay(run, setting, mask_id, eos_id)
     assert canvas[run.prompt_length : run.prompt_length + GEN].tolist() == run.sequence
+    windows = tuple(dict.fromkeys(step.window for step in run.steps))
+    expected = AlignedCanvas(len(PROMPT), GEN, BLOCK).windows
+    assert windows == expected[: len(windows)] and (setting == "eos_early_stop" or windows == expected)
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
