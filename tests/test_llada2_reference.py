@@ -1,9 +1,10 @@
-"""The LLaDA2Pipeline harness records sane steps, and our pure rule replays every one of them.
+"""The LLaDA2Pipeline harness records sane steps, and our pieces reproduce it token for token.
 
-The replay is the contract for issue #22's engine: fed the pipeline's own candidates and
-confidences, `BlockRefinementRule` must make the same commits and edits and end every block
-on the same pass; the engine then only has to produce those candidates (same sampler, same
-forward passes) for the whole run to match.
+Two levels, the contract for issue #22's engine: fed the pipeline's own candidates and
+confidences, `BlockRefinementRule` makes the same commits and edits and ends every block on the
+same pass (`replay`); and a loop built only from our pieces (`our_loop`: aligned windows,
+prefix-only passes, our sampler, our rule) gives the same answer, NFE and per-pass commits and
+edits on every setting and attention kind. The engine has to become that loop.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dllm_viz.policies.block_refinement import (
     RefinementState,
     eos_finishes,
 )
+from dllm_viz.sampling import multinomial_candidates
 
 PROMPT = [10, 11, 12, 13, 14]  # 5 prompt tokens: the first block (B = 8) holds 3 generated positions
 GEN, BLOCK, STEPS = 24, 8, 8
@@ -164,3 +166,54 @@ def test_sampled_runs_repeat_with_a_seed_and_change_without(setup) -> None:
 def test_attention_kinds_give_different_runs(setup) -> None:
     sequences = {attention: tuple(reference(setup, attention, "no_editing").sequence) for attention in ATTENTIONS}
     assert len(set(sequences.values())) == 3
+
+
+def our_loop(setup, attention: str, setting: str, seed: int = 0) -> tuple[list[int], int, list[tuple[dict, dict]]]:
+    """The decode issue #22's engine must run, written with our pieces only: AlignedCanvas windows,
+    prefix-only passes under the 4-D mask, `multinomial_candidates` over the whole block from one
+    generator, `BlockRefinementRule` and `eos_finishes`. Returns (answer, NFE, per-pass commits/edits)."""
+    model, mask_id, eos_id = setup
+    rule, eos_stop = rule_for(setting), SETTINGS[setting].get("eos_early_stop", False)
+    geometry = AlignedCanvas(len(PROMPT), GEN, BLOCK)
+    x = torch.full((geometry.total_length,), mask_id)
+    x[: len(PROMPT)] = torch.tensor(PROMPT)
+    real = (torch.arange(geometry.total_length) < len(PROMPT) + GEN).long()[None]
+    masks = AttentionWrapper(model, attention, BLOCK)
+    generator, nfe, passes, finished = torch.Generator().manual_seed(seed), 0, [], False
+    for lo, hi in geometry.windows:
+        state = RefinementState()
+        while True:
+            with torch.no_grad():
+                logits = model(input_ids=x[None, :hi], attention_mask=masks.four_d_mask(real[:, :hi]),
+                               position_ids=torch.arange(hi)[None], use_cache=False).logits[0, lo:hi]
+            nfe += 1
+            candidate, confidence = multinomial_candidates(logits, temperature=rule.temperature, top_k=rule.top_k,
+                                                           top_p=rule.top_p, generator=generator)
+            tokens = x[lo:hi].numpy().copy()
+            inputs = BlockInputs(confidence=confidence.numpy(), candidate=candidate.numpy(), tokens=tokens,
+                                 is_masked=tokens == mask_id, is_prompt=np.arange(lo, hi) < len(PROMPT))
+            had_masks = bool(inputs.is_masked.any())
+            decision, state = rule.step(inputs, state, block_length=BLOCK, gen_length=GEN)
+            x[lo:hi] = torch.from_numpy(decision.new_tokens)
+            passes.append(({lo + int(p): int(candidate[p]) for p in np.flatnonzero(decision.commit)},
+                           {lo + int(p): (int(tokens[p]), int(candidate[p])) for p in np.flatnonzero(decision.edit)}))
+            changed = decision.commit | decision.edit
+            prefix = x[:hi].numpy()
+            finished = eos_stop and eos_finishes(prefix == eos_id, prefix == mask_id, len(PROMPT),
+                                                 bool((inputs.candidate[changed] == eos_id).any()))
+            if not rule.should_continue(state, had_masks=had_masks, edited=bool(decision.edit.any()),
+                                        finished=finished, gen_length=GEN):
+                break
+        if finished:
+            break
+    return x[len(PROMPT) : len(PROMPT) + GEN].tolist(), nfe, passes
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_a_loop_of_our_pieces_equals_the_pipeline_token_for_token(setup, attention: str, setting: str) -> None:
+    run = reference(setup, attention, setting, seed=3)
+    answer, nfe, passes = our_loop(setup, attention, setting, seed=3)
+    assert nfe == run.nfe
+    assert passes == [(step.commits, step.edits) for step in run.steps]
+    assert answer == run.sequence
