@@ -95,7 +95,7 @@ def run_block(rule: BlockRefinementRule, *, block_length: int, gen_length: int, 
         had_masks = bool(is_masked.any())
         inputs = block(np.full(block_length, 0.6, F32), np.arange(block_length),
                        np.where(is_masked, -1, np.arange(block_length) + (1 if always_edit else 0)), is_masked)
-        decision, state = rule.step(inputs, state, block_length=block_length, gen_length=gen_length)
+        decision, state = rule.decide(inputs, state, block_length=block_length, gen_length=gen_length)
         is_masked = is_masked & ~decision.commit
         passes += 1
         if not rule.should_continue(state, had_masks=had_masks, edited=bool(decision.edit.any()),

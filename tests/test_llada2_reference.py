@@ -73,7 +73,7 @@ def replay(run: ReferenceRun, setting: str, mask_id: int, eos_id: int) -> np.nda
                              is_prompt=is_prompt[lo:hi])
         had_masks = bool(inputs.is_masked.any())
         assert step.is_post_step == (not had_masks)
-        decision, state = rule.step(inputs, state, block_length=BLOCK, gen_length=GEN)
+        decision, state = rule.decide(inputs, state, block_length=BLOCK, gen_length=GEN)
         assert {lo + int(p): int(inputs.candidate[p]) for p in np.flatnonzero(decision.commit)} == step.commits
         assert {lo + int(p): (int(tokens[p]), int(inputs.candidate[p])) for p in np.flatnonzero(decision.edit)} \
             == step.edits
@@ -193,7 +193,7 @@ def our_loop(setup, attention: str, setting: str, seed: int = 0) -> tuple[list[i
             inputs = BlockInputs(confidence=confidence.numpy(), candidate=candidate.numpy(), tokens=tokens,
                                  is_masked=tokens == mask_id, is_prompt=np.arange(lo, hi) < len(PROMPT))
             had_masks = bool(inputs.is_masked.any())
-            decision, state = rule.step(inputs, state, block_length=BLOCK, gen_length=GEN)
+            decision, state = rule.decide(inputs, state, block_length=BLOCK, gen_length=GEN)
             x[lo:hi] = torch.from_numpy(decision.new_tokens)
             passes.append(({lo + int(p): int(candidate[p]) for p in np.flatnonzero(decision.commit)},
                            {lo + int(p): (int(tokens[p]), int(candidate[p])) for p in np.flatnonzero(decision.edit)}))

@@ -198,9 +198,13 @@ class BlockRefinementRule:
         schedule = transfer_schedule(block_length, self.steps_per_block(gen_length))
         return schedule[min(step_idx, len(schedule) - 1)]
 
-    def step(self, inputs: BlockInputs, state: RefinementState, *, block_length: int,
-             gen_length: int) -> tuple[RefinementDecision, RefinementState]:
-        """This step's decision and the state after it (the reference's inner-loop bookkeeping)."""
+    def decide(self, inputs: BlockInputs, state: RefinementState, *, block_length: int,
+               gen_length: int) -> tuple[RefinementDecision, RefinementState]:
+        """This pass's decision and the state after it (the reference's inner-loop bookkeeping).
+
+        Named apart from the CommitRule protocol's `step(view, state)`, which this rule gains
+        when the engine's Decision carries edits (issue #22).
+        """
         masks_remaining = bool(inputs.is_masked.any())
         if not masks_remaining:
             state = replace(state, post_steps=state.post_steps + 1)
