@@ -34,6 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--caches", default=None,
                         help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
                              "that names none; e.g. --caches none,dual")
+    parser.add_argument("--sweep", default=None,
+                        help="one configuration with one knob over a range, name=lo:hi:count, e.g. "
+                             "'threshold(threshold=0.5:0.99:8)': its points run beside --policies and the "
+                             "summary adds the knob's NFE-accuracy frontier, its AUP, and where every other "
+                             "configuration sits against it (above / on / below)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write the NFE-vs-accuracy chart of every configuration (sweep frontier "
+                             "included) to this .html file")
     parser.add_argument("--out", type=Path, default=None, help="write one CSV row per (configuration, problem)")
     add_model_options(parser)
     add_decode_options(parser)
@@ -42,15 +50,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
-    from dllm_viz.bench import parse_config, run_bench, split_configs, summarize_bench, uncached_label
+    from dllm_viz.bench import parse_config, run_bench, split_configs, summarize_bench, summarize_sweep, uncached_label
     from dllm_viz.evaluation import take, task_problems
     from dllm_viz.models import load
+    from dllm_viz.sweep import parse_sweep
     from dllm_viz.tasks import load_problems
 
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     options = {name: getattr(args, name, None) for name in policy_fields()}
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    if args.plot is not None and args.plot.suffix != ".html":
+        raise ValueError(f"`--plot` writes an .html chart, got {str(args.plot)!r}; name it e.g. frontier.html")
     names = split_configs(args.policies)
+    names += [label for label in (sweep.labels if sweep else ()) if label not in names]
     if "dense" not in names:
         names.insert(0, "dense")  # the baseline every ratio is measured against
     caches = [c.strip() for c in args.caches.split(",")] if args.caches else [None]
@@ -88,4 +101,18 @@ def run(args: argparse.Namespace) -> int:
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    if sweep is not None:
+        table, area, positions = summarize_sweep(summary, sweep)
+        print(f"sweep {sweep.spec}: frontier of {sweep.knob}")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        dropped = f" ({area.dropped} points over 5 below the slowest left out)" if area.dropped else ""
+        print(f"sweep AUP={area.value:.1f}{dropped}")
+        for label, where in positions.items():
+            print(f"{label}: {where} the {sweep.knob} frontier")
+    if args.plot is not None:
+        from dllm_viz.figures.compare import nfe_accuracy_scatter
+
+        records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
+        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
+        print(f"wrote {args.plot}")
     return 0
