@@ -198,3 +198,20 @@ def test_training_rows_mix_in_the_hard_families() -> None:
     with pytest.raises(ValueError, match="hard_fraction"):
         DataConfig(hard_fraction=0.95, code_fraction=0.1)
     random.Random(0)  # the batch stream is a pure function of (seed, step): no global RNG used
+
+
+def test_parallelbench_closed_forms_match_the_papers_special_cases() -> None:
+    import math
+
+    from dllm_viz.tasks.parallelbench_theory import closed_form_accuracy
+
+    for n in (3, 4, 6):
+        assert closed_form_accuracy("shuffle", n, 1) == 1.0
+        assert closed_form_accuracy("shuffle", n, n) == pytest.approx(math.factorial(n) / n**n)
+        assert closed_form_accuracy("copy", n, n) == 1.0 and closed_form_accuracy("replace_index", n, 2) == 1.0
+    # k = 2 gives (n-1)!! / n!! for even n.
+    assert closed_form_accuracy("shuffle", 6, 2) == pytest.approx((5 * 3 * 1) / (6 * 4 * 2))
+    assert [closed_form_accuracy("replace_random", 6, k) for k in (1, 2, 3, 6)] == [1.0, 0.5, 0.0, 0.0]
+    assert closed_form_accuracy("replace_random", 5, 2) == 1.0  # the last step reveals one position
+    with pytest.raises(ValueError, match="closed form"):
+        closed_form_accuracy("sort", 4, 2)
