@@ -3,7 +3,7 @@
 ParallelBench (furiosa-ai/ParallelBench, ICLR 2026) collects tasks that are easy for people and
 for autoregressive models but on which a dLLM's accuracy falls as more tokens are committed per
 step, because the right answer's tokens are not independent given the prompt. We follow its
-published task definitions (docs/ALGORITHMS.md, "The testbed"), in our own wording and with our
+published task definitions (docs/TESTBED.md), in our own wording and with our
 own name list so the tiny model's tokenizer and context fit:
 
 - waiting line: a list of 3-6 "First Last" names in ParallelBench's list format

@@ -2,7 +2,7 @@
 
 The paper (ParallelBench, ICLR 2026, section 4) takes an ideal model that knows every position's
 marginal exactly and reveals k of n list items per step, each drawn independently from its
-marginal given what is already revealed. Then (docs/ALGORITHMS.md, "The testbed"):
+marginal given what is already revealed. Then (docs/TESTBED.md):
 
 - copy (and replace at a given index): the answer is one fixed list, every marginal is a point
   mass, so accuracy is 1 for every k;
