@@ -1,6 +1,6 @@
 """The field's speed-accuracy metrics: tokens per forward (TPF), AUP, and a frontier verdict.
 
-Definitions follow d3LLM (hao-ai-lab/d3LLM, `AUP_leaderboard/aup_utils.py`; docs/ALGORITHMS.md,
+Definitions follow d3LLM (hao-ai-lab/d3LLM, `AUP_leaderboard/aup_utils.py`; docs/TESTBED.md,
 "Metrics"), so our numbers read like the leaderboard's:
 
 - TPF = generated answer tokens (end-of-text padding excluded) / forward passes, summed over a
