@@ -96,7 +96,8 @@ def test_hard_sets_come_from_the_bundled_file_or_the_held_out_generator() -> Non
     assert len(hard) == 500 and len({p.task for p in hard}) == 14
     copies = heldout_problems("parallelbench/copy", 7)
     assert copies == heldout_problems("parallelbench/copy", 7) and len(copies) == 7
-    assert {p.task for p in copies} == {"parallelbench/copy"} and all(split_of(p.problem_id) == "heldout" for p in copies)
+    assert {p.task for p in copies} == {"parallelbench/copy"}
+    assert all(split_of(p.problem_id) == "heldout" for p in copies)
     with pytest.raises(ValueError, match="unknown task 'hard/none'"):
         heldout_problems("hard/none")
 
