@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,9 +34,11 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
     if path.is_dir():
         raise TraceSaveError(f"{str(path)!r} is a directory; save to a file inside it, e.g. {str(path / 'trace.npz')!r}")
     if not overwrite and path.exists():
-        raise TraceSaveError(f"{str(path)!r} already exists; choose another name, or pass --force to replace it")
+        raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
+                             "told to overwrite it)")
     _make_folder(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
+    # Unique per call: Streamlit sessions are threads of one process, and may save the same name.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
     try:
         with tmp.open("wb") as handle:
             np.savez_compressed(handle, **arrays)
@@ -47,6 +50,15 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def trace_files(folder: Path) -> list[str]:
+    """Names of the traces in `folder`, sorted: *.npz files, without hidden files and the
+    `*.npz.tmp.npz` leftovers that saves before this module could leave behind."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.glob("*.npz")
+                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp.npz"))
 
 
 def _make_folder(folder: Path) -> None:
@@ -67,11 +79,12 @@ def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise TraceSaveError(f"{str(path)!r} already exists; choose another name, or pass --force to replace it") from None
+        raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
+                             "told to overwrite it)") from None
     except OSError:  # a file system without hard links: check, then rename
         if path.exists():
-            raise TraceSaveError(f"{str(path)!r} already exists; choose another name, or pass --force to replace "
-                                 "it") from None
+            raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace "
+                                 "only when told to overwrite it)") from None
         os.replace(tmp, path)
 
 

@@ -276,5 +276,5 @@ def check_values(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], name
 def _in_range(values: np.ndarray, low: int, high: int | None, field: str, name: str, what: str) -> None:
     bad = (values < low) if high is None else (values < low) | (values > high)
     if values.size and bad.any():
-        raise TraceFileError(f"{name!r}: array {field!r} holds {values[bad].flat[0]!r}; expected {what}")
+        raise TraceFileError(f"{name!r}: array {field!r} holds {values[bad].flat[0].item()!r}; expected {what}")
 

@@ -77,7 +77,7 @@ def load_controller(path: str, kind: str) -> ControllerWeights:
     file = Path(path)
     card_file = file.with_suffix(".json")
     if not file.is_file() or not card_file.is_file():
-        raise ValueError(f"{kind} controller weights {str(file)!r} (and its .json card) not found; train them with "
+        raise ValueError(f"{kind} controller weights {file.name!r} (and its .json card) not found; train them with "
                          f"`python -m dllm_viz train-controller --kind {kind}` or pass weights=PATH")
     return _read_controller(str(file), kind, file.stat().st_mtime_ns, card_file.stat().st_mtime_ns)
 
@@ -108,7 +108,7 @@ def _read_controller(path: str, kind: str, mtime_ns: int, card_mtime_ns: int) ->
     return ControllerWeights(tensors=tensors, card=card)
 
 
-_CARD_INTS = ("layers", "hidden", "vocab_size", "features")
+_CARD_INTS = ("layers", "hidden", "vocab_size")  # what TSPD's forward pass reads; "features" is optional
 
 
 def check_controller(tensors: dict[str, np.ndarray], card: dict[str, object], name: str, kind: str) -> None:
@@ -118,28 +118,28 @@ def check_controller(tensors: dict[str, np.ndarray], card: dict[str, object], na
     or a numpy shape error in the middle of a decode.
     """
     fix = f"retrain it with `python -m dllm_viz train-controller --kind {kind}`"
-    for key in _CARD_INTS:
+    for key in _CARD_INTS if kind == "tspd" else ():
         value = card.get(key)
         if type(value) is not int or value < 1:
             raise ValueError(f"the card of controller {name!r} lacks a positive integer {key!r} (got {value!r}); {fix}")
     from dllm_viz.policies.controller_features import FILTER_WIDTH, TSPD_FEATURES
 
-    layers, hidden, features = int(card["layers"]), int(card["hidden"]), int(card["features"])  # type: ignore[call-overload]
+    expected_features = TSPD_FEATURES if kind == "tspd" else FILTER_WIDTH
+    features = card.get("features", expected_features)
+    if features != expected_features:
+        raise ValueError(f"controller {name!r} was trained on {features!r} features; this dllm_viz computes "
+                         f"{expected_features}: {fix}")
     if kind == "tspd":
+        layers, hidden = int(card["layers"]), int(card["hidden"])  # type: ignore[call-overload]
         want = {"head.weight": (1, hidden), "head.bias": (1,)}
         for i in range(layers):
             want |= {f"lstm.weight_ih_l{i}": (4 * hidden, features if i == 0 else hidden),
                      f"lstm.weight_hh_l{i}": (4 * hidden, hidden),
                      f"lstm.bias_ih_l{i}": (4 * hidden,), f"lstm.bias_hh_l{i}": (4 * hidden,)}
-        expected_features = TSPD_FEATURES
     else:
         width = tensors.get("fc1.weight", np.zeros((0, 0))).shape[0]
         want = {"fc1.weight": (width, features), "fc1.bias": (width,), "fc2.weight": (features, width),
                 "fc2.bias": (features,)}
-        expected_features = FILTER_WIDTH
-    if features != expected_features:
-        raise ValueError(f"controller {name!r} was trained on {features} features; this dllm_viz computes "
-                         f"{expected_features}: {fix}")
     for key, shape in want.items():
         got = tensors.get(key)
         if got is None or got.shape != shape:
