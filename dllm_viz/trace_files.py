@@ -32,7 +32,8 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
             a file or cannot be created, or the write failed (disk full, permission denied).
     """
     if path.is_dir():
-        raise TraceSaveError(f"{str(path)!r} is a directory; save to a file inside it, e.g. {str(path / 'trace.npz')!r}")
+        raise TraceSaveError(f"{str(path)!r} is a directory; save to a file inside it, "
+                             f"e.g. {str(path / 'trace.npz')!r}")
     if not overwrite and path.exists():
         raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
                              "told to overwrite it)")

@@ -112,9 +112,9 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -
         try:
             version = np.lib.format.read_magic(handle)
             if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle, max_header_size=10_000)
+                shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle, max_header_size=10_000)
             else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle, max_header_size=10_000)
+                shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle, max_header_size=10_000)
         except ValueError as exc:
             raise TraceFileError(f"{name!r}: array {member!r} has an unreadable header ({exc}); "
                                  "the file is damaged or not a dllm_viz trace") from None
@@ -147,7 +147,7 @@ def check_declared(declared: Mapping[str, tuple[np.dtype, tuple[int, ...]]], ran
                    extra_prefix: str, meta_key: str, name: str) -> None:
     """Each known array must have its rank (so shapes can be compared without an IndexError);
     extras are [steps, positions]; the metadata is a 1-D byte string."""
-    for member, (dtype, shape) in declared.items():
+    for member, (_dtype, shape) in declared.items():
         rank = 2 if member.startswith(extra_prefix) else 1 if member == meta_key else ranks.get(member)
         if rank is not None and len(shape) != rank:
             raise TraceFileError(f"{name!r}: array {member!r} has shape {shape}; a trace stores it with "
@@ -253,8 +253,10 @@ def check_values(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], name
         raise TraceFileError(f"{name!r}: array 'reason' has no reason code where 'committed' is true")
     _in_range(arrays["pass_kind"], 0, len(pass_kinds) - 1, "pass_kind", name, f"a code of {list(pass_kinds)}")
     window = arrays["window"]
-    if window.size and not ((0 <= window[:, 0]) & (window[:, 0] <= window[:, 1]) & (window[:, 1] <= gen_length)).all():
-        bad = window[~((0 <= window[:, 0]) & (window[:, 0] <= window[:, 1]) & (window[:, 1] <= gen_length))][0]
+    start, end = window[:, 0], window[:, 1]
+    ok = (start >= 0) & (start <= end) & (end <= gen_length)
+    if not ok.all():
+        bad = window[~ok][0]
         raise TraceFileError(f"{name!r}: array 'window' holds [{bad[0]}, {bad[1]}]; windows must satisfy "
                              f"0 <= start <= end <= gen length {gen_length}")
     vocab = (meta.get("model") or {}).get("vocab_size")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
-from dllm_viz.cli.results import check_writable
+from dllm_viz.writable import check_writable
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,6 @@ A row cut in half by a kill is dropped (the file is cut back to its last whole r
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import re
@@ -157,23 +156,3 @@ def _csv_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], 
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True)
     return text if len(text) <= 80 else text[:79] + "…"
-
-
-def check_writable(path: Path, what: str) -> None:
-    """Raise ValueError unless a file can be created at `path`, before hours of work go into it.
-
-    Creates and removes a probe file in the folder (making the folder if needed).
-    """
-    if path.is_dir():
-        raise ValueError(f"{what} {str(path)!r} is a directory; give a file path")
-    probe = path.with_name(f".{path.name}.probe")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except (FileExistsError, NotADirectoryError):
-        raise ValueError(f"{what} {str(path)!r} cannot be created: a folder above it is a file; "
-                         "choose another folder") from None
-    except OSError as exc:
-        raise ValueError(f"{what} {str(path)!r} is not writable ({exc.strerror or exc.__class__.__name__}); "
-                         "choose a folder you can write to") from None

@@ -43,11 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train and save; returns the exit status."""
-    from dllm_viz.cli.results import check_writable
     from dllm_viz.models import load
     from dllm_viz.tasks import get_task, load_problems
     from dllm_viz.train.controller import ControllerConfig, train_controller
     from dllm_viz.train.trajectory_store import TrajectoryStore
+    from dllm_viz.writable import check_writable
 
     if args.n < 2:
         raise ValueError(f"`--n` must be >= 2 (one for validation), got {args.n}")

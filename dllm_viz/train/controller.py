@@ -46,6 +46,7 @@ from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.trace import Trace
 from dllm_viz.train.trajectory_store import TrajectoryStore
+from dllm_viz.writable import check_writable
 
 
 @dataclass(frozen=True)
@@ -258,9 +259,13 @@ def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Pa
     from safetensors.torch import save_file
 
     path = Path(path).with_suffix(".safetensors")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
-    path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
+        path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+    except OSError as exc:
+        raise ValueError(f"cannot write controller weights {str(path)!r} ({exc.strerror or exc}); free space or "
+                         "choose another path") from None
     return path
 
 
@@ -279,6 +284,7 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
 
     Returns the weights path and the card.
     """
+    check_writable(Path(out).with_suffix(".safetensors"), "controller weights")  # before, not after, the work
     say = on_progress or (lambda message: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
