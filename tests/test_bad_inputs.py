@@ -453,6 +453,24 @@ class TestAppAndURL:
         assert not at.exception and not errors(at)
         assert at.session_state["traces_loaded"].nfe == trace.nfe
 
+    def test_a_run_is_autosaved_and_a_failed_save_keeps_the_page(self, app: Path) -> None:
+        from test_app import click, errors, open_app
+
+        at = click(open_app(query={"gen": "32", "block_length": "8"}), "run")
+        decoded = at.session_state["trace"]
+        saved = trace_files(app / "traces")
+        assert len(saved) == 1 and saved[0].startswith("autosave-")  # a reload now would keep this run
+        assert load_trace(app / "traces" / saved[0]).nfe == decoded.nfe
+        at.switch_page("pages/traces.py").run()
+        (app / "afile").write_text("x")
+        at.text_input(key="traces_dir").set_value(str(app / "afile")).run()
+        at.text_input(key="traces_name").set_value("mine").run()
+        click(at, "traces_save")
+        assert any("Not saved" in e and "is a file" in e for e in errors(at)), errors(at)
+        at.text_input(key="traces_dir").set_value(str(app / "traces")).run()
+        click(at, "traces_save")
+        assert load_trace(app / "traces" / "mine.npz").nfe == decoded.nfe
+
     def test_broken_controller_from_the_url_is_an_error_without_paths(self, app: Path) -> None:
         from test_app import click, errors, open_app
 
