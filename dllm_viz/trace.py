@@ -183,7 +183,7 @@ class Trace:
         return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
 
     def summary(self) -> dict[str, float]:
-        """Headline numbers: NFE, wall seconds, tokens/s, tokens per step and policy overhead.
+        """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step and policy overhead.
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
         over the wall time of the decode loop. policy_overhead is the time inside the
@@ -196,6 +196,7 @@ class Trace:
         return {
             "nfe": float(self.nfe),
             "seconds": seconds,
+            "tokens": float(answer),
             "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
             "policy_overhead": self._policy_overhead(),

@@ -41,6 +41,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--caches", default=None,
                         help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
                              "that names none; e.g. --caches none,dual")
+    parser.add_argument("--sweep", default=None,
+                        help="one configuration with one knob over a range, name=lo:hi:count, e.g. "
+                             "'threshold(threshold=0.5:0.99:8)': its points run beside --policies and the "
+                             "summary adds the knob's NFE-accuracy frontier, its AUP, and where every other "
+                             "configuration sits against it (above / on / below)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write the NFE-vs-accuracy chart of every configuration (sweep frontier "
+                             "included) to this .html file")
     parser.add_argument("--out", type=Path, default=None,
                         help="write one CSV row per (configuration, problem), each as soon as it is measured "
                              "(never replaces an existing file)")
@@ -56,14 +64,18 @@ def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
     import pandas as pd
 
-    from dllm_viz.bench import ROW_COLUMNS, run_bench, summarize_bench
+    from dllm_viz.bench import ROW_COLUMNS, run_bench, summarize_bench, summarize_sweep
     from dllm_viz.models import load
+    from dllm_viz.sweep import parse_sweep
 
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     if args.resume and args.out is None:
         raise ValueError("--resume continues an --out file; pass --out PATH as well")
-    configs = _configs(args)
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    if args.plot is not None and args.plot.suffix != ".html":
+        raise ValueError(f"`--plot` writes an .html chart, got {str(args.plot)!r}; name it e.g. frontier.html")
+    configs = _configs(args, list(sweep.labels) if sweep else [])
     config = decode_config(args)
     for pipe in configs.values():
         pipe.validate(config.gen_length)
@@ -96,6 +108,20 @@ def run(args: argparse.Namespace) -> int:
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    if sweep is not None:
+        table, area, positions = summarize_sweep(summary, sweep)
+        print(f"sweep {sweep.spec}: frontier of {sweep.knob}")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        dropped = f" ({area.dropped} points over 5 below the slowest left out)" if area.dropped else ""
+        print(f"sweep AUP={area.value:.1f}{dropped}")
+        for label, where in positions.items():
+            print(f"{label}: {where} the {sweep.knob} frontier")
+    if args.plot is not None:
+        from dllm_viz.figures.compare import nfe_accuracy_scatter
+
+        records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
+        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -105,17 +131,19 @@ def _typed(rows):  # type: ignore[no-untyped-def]
 
     for column in ("correct", "agrees_with_dense", "complete", "cut_off"):
         rows[column] = rows[column].map({"True": True, "False": False})
-    for column in ("nfe", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second"):
+    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second"):
         rows[column] = pd.to_numeric(rows[column])
     return rows
 
 
-def _configs(args: argparse.Namespace) -> dict:  # type: ignore[type-arg]
-    """Label -> Pipeline of every configuration crossed with every cache; refuses flags none of them uses."""
+def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignore[type-arg]
+    """Label -> Pipeline of every configuration (and `swept` point) crossed with every cache; refuses
+    flags none of them uses."""
     from dllm_viz.bench import parse_config, split_configs, uncached_label
 
     options = {name: getattr(args, name, None) for name in policy_fields()}
     names = split_configs(args.policies)
+    names += [label for label in swept if label not in names]
     if not names:
         raise ValueError(f"--policies {args.policies!r} names no configuration; give e.g. dense,threshold")
     if "dense" not in names:

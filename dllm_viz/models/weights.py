@@ -56,6 +56,7 @@ def load_renamed(
     *,
     device: torch.device,
     dtype: torch.dtype,
+    convert: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
 ) -> Any:
     """Build `model_cls(config)` with the checkpoint's tensors under renamed keys.
 
@@ -66,6 +67,8 @@ def load_renamed(
         rename: maps a checkpoint key to the architecture's key (raise ModelLoadError if unknown).
         device: where the weights go.
         dtype: the weights' dtype.
+        convert: optional whole-state rewrite after renaming, for layouts that fuse or split
+            tensors (LLaDA2's fused QKV and per-expert weights).
 
     Raises:
         ModelLoadError: missing or unexpected parameters.
@@ -74,6 +77,8 @@ def load_renamed(
     for file in safetensors_files(directory):
         for key, tensor in _read_shard(file).items():
             state[rename(key)] = tensor.to(device=device, dtype=dtype)
+    if convert is not None:
+        state = convert(state)
     with torch.device("meta"):
         model = model_cls(config)
     if getattr(config, "tie_word_embeddings", False):
