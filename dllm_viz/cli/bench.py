@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "speedups vs dense, tokens/s, agreement with dense, policy overhead (time inside the policy's "
                     "calls per forward time) and engine overhead (the loop's own bookkeeping).")
     parser.add_argument("--tasks", default="arith",
-                        help="comma-separated tasks: arith,code,gsm8k,humaneval (default: arith)")
+                        help="comma-separated tasks: arith,code (easy), hard or its families hard/chain, "
+                             "hard/breadth, parallelbench/<op> (docs/TESTBED.md), gsm8k,humaneval (default: arith)")
     parser.add_argument("--data", type=Path, action="append", default=None,
                         help="data file (or 'hub') for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")

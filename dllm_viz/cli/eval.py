@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
 from dllm_viz.cli.results import ResultsFile
+from dllm_viz.tasks import TASKS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -18,8 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval", help="accuracy of a policy on a held-out prompt set",
         description="Decode a prompt set with one policy and score every completion.")
-    parser.add_argument("--task", choices=["arith", "code", "gsm8k", "humaneval"], default="arith",
-                        help="task (default: arith); gsm8k and humaneval need --data (a file, or 'hub')")
+    parser.add_argument("--task", choices=sorted(TASKS), default="arith", metavar="TASK",
+                        help="task (default: arith): the easy split arith / code, the hard split 'hard' or one of "
+                             "its families (hard/chain, hard/breadth, parallelbench/<op>: docs/TESTBED.md), or "
+                             "gsm8k / humaneval, which need --data (a file, or 'hub')")
     parser.add_argument("--data", type=Path, default=None,
                         help="GSM8K jsonl or HumanEval jsonl(.gz) file for --task gsm8k / humaneval, or 'hub' to fetch "
                              "the test split from the Hugging Face hub")
