@@ -132,21 +132,30 @@ def run_bench(
     config: DecodeConfig,
     *,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    finished: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per (configuration, problem).
 
     Columns: see ROW_COLUMNS. `agrees_with_dense` compares the completion text with the
-    dense baseline's on the same prompt.
+    dense baseline's on the same prompt. `on_row` gets each row as soon as it is measured (the
+    CLI appends it to --out); `finished` holds rows of an interrupted run (`bench --resume`),
+    which are not run again and come first in the result.
 
     Raises:
         ValueError: `configs` has no "dense" entry (every ratio is against it).
     """
     if BASELINE not in configs:
         raise ValueError(f"configs must include the baseline {BASELINE!r}; got {sorted(configs)}")
+    finished = pd.DataFrame(columns=list(ROW_COLUMNS)) if finished is None else finished
+    done = set(zip(finished["config"].astype(str), finished["problem_id"].astype(str), strict=True))
+    dense_done = finished[finished["config"] == BASELINE].set_index("problem_id")["completion"]
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        dense_text = None
+        dense_text = dense_done.get(problem.problem_id)
+        dense_text = "" if dense_text is not None and pd.isna(dense_text) else dense_text
         for label in [BASELINE, *[k for k in configs if k != BASELINE]]:
+            if (label, problem.problem_id) in done:
+                continue
             result, _ = run_problem(adapter, problem, configs[label], config)
             if label == BASELINE:
                 dense_text = result.completion
@@ -162,7 +171,12 @@ def run_bench(
             rows.append(row)
             if on_row is not None:
                 on_row(row)
-    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    new = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    if finished.empty:
+        return new
+    if new.empty:
+        return finished[list(ROW_COLUMNS)].reset_index(drop=True)
+    return pd.concat([finished[list(ROW_COLUMNS)], new], ignore_index=True)
 
 
 def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:

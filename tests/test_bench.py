@@ -152,5 +152,7 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
     assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[:2]]
     assert f"prompts={prompts} n=2" in capsys.readouterr().out
     status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--skip", "1",
-                   "--n", "5", "--policies", "dense", "--gen-length", "16", "--block-length", "8", "--out", str(out)])
-    assert status == 0 and pd.read_csv(out)["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
+                   "--n", "5", "--policies", "dense", "--gen-length", "16", "--block-length", "8",
+                   "--out", str(out.with_name("rows2.csv"))])  # an existing --out is never overwritten
+    assert status == 0
+    assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]

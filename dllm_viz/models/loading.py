@@ -234,6 +234,14 @@ def _info(
             "add mask_token_id and eos_token_id to config.json"
         )
     eot_id = _token_id(tokenizer, eot_token) if eot_token else None
+    vocab_size = int(model.config.vocab_size)
+    for role, token_id in (("mask", mask_id), ("eos", eos_id), ("eot", eot_id)):
+        if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)
+                                     or not 0 <= token_id < vocab_size):
+            raise ModelLoadError(
+                f"{name_or_path!r}: the {role} token id {token_id!r} is outside the vocabulary [0, {vocab_size}); "
+                f"fix {role}_token_id in config.json"
+            )
     param = next(model.parameters())
     return AdapterInfo(
         family=family,
@@ -241,7 +249,7 @@ def _info(
         mask_token_id=int(mask_id),
         eos_token_id=int(eos_id),
         eot_token_id=eot_id,
-        vocab_size=int(model.config.vocab_size),
+        vocab_size=vocab_size,
         device=str(param.device),
         dtype=str(param.dtype).removeprefix("torch."),
         shift_logits=shift_logits,

@@ -22,7 +22,11 @@ def safetensors_files(directory: Path) -> list[Path]:
     """The checkpoint's .safetensors shards, in index order when an index exists."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        try:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelLoadError(f"{index.name!r} is not a readable shard index ({exc.__class__.__name__}); "
+                                 "download the checkpoint again") from None
         return [directory / n for n in names]
     files = sorted(directory.glob("*.safetensors"))
     if not files:
@@ -31,6 +35,17 @@ def safetensors_files(directory: Path) -> list[Path]:
             "safetensors or pass a directory saved by save_pretrained"
         )
     return files
+
+
+def _read_shard(file: Path) -> dict[str, torch.Tensor]:
+    """One shard's tensors; a corrupt or truncated file is a ModelLoadError naming it, not a SafetensorError."""
+    from safetensors import SafetensorError
+
+    try:
+        return load_file(str(file), device="cpu")
+    except (SafetensorError, OSError) as exc:
+        raise ModelLoadError(f"weights file {file.name!r} is corrupt or truncated ({exc}); download or save the "
+                             "checkpoint again") from None
 
 
 def load_renamed(
@@ -60,7 +75,7 @@ def load_renamed(
     """
     state: dict[str, torch.Tensor] = {}
     for file in safetensors_files(directory):
-        for key, tensor in load_file(str(file), device="cpu").items():
+        for key, tensor in _read_shard(file).items():
             state[rename(key)] = tensor.to(device=device, dtype=dtype)
     if convert is not None:
         state = convert(state)
