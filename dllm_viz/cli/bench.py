@@ -132,7 +132,8 @@ def _typed(rows):  # type: ignore[no-untyped-def]
 
     for column in ("correct", "agrees_with_dense", "complete", "cut_off"):
         rows[column] = rows[column].map({"True": True, "False": False})
-    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second"):
+    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second",
+                   "candidate_flips", "redundant_refinement"):
         rows[column] = pd.to_numeric(rows[column])
     return rows
 
