@@ -43,6 +43,7 @@ class ProblemResult:
         complete: every position was committed.
         cut_off: the answer ran out of canvas (Trace.cut_off), so a wrong answer may only be
             too short a gen length.
+        tokens: committed answer tokens that are not end-of-text (what TPF counts).
     """
 
     problem_id: str
@@ -56,6 +57,7 @@ class ProblemResult:
     completion: str
     complete: bool
     cut_off: bool = False
+    tokens: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
@@ -159,6 +161,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         completion=completion,
         complete=trace.is_complete,
         cut_off=trace.cut_off,
+        tokens=int(trace.summary()["tokens"]),
     )
     return result, trace
 

@@ -106,7 +106,8 @@ def test_chain_knobs_out_of_range_are_named(kwargs: dict[str, int], message: str
 
 def test_a_too_small_space_says_so() -> None:
     with pytest.raises(ValueError, match=r"distinct 'heldout' problems.*widen"):
-        PuzzleTask("sudoku").generate(5000, seed=0, split="heldout", blanks=1)
+        ChainTask().generate(500, seed=0, split="heldout", min_ops=1, max_ops=1, max_operand=3, max_result=6,
+                             max_multiplier=2)
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, "3"])
@@ -170,7 +171,11 @@ def test_latin_squares_accept_any_valid_square_over_the_given_symbols() -> None:
 
 
 def test_sudokus_have_one_solution_and_need_the_exact_one() -> None:
-    assert len(_all_sudokus()) == 288
+    assert len(set(_all_sudokus())) == 288  # the known count of solved 4x4 sudokus
+    for grid in _all_sudokus():
+        rows = [grid[4 * r : 4 * r + 4] for r in range(4)]
+        assert all(len(set(row)) == 4 for row in rows) and all(len({row[c] for row in rows}) == 4 for c in range(4))
+        assert all(len({rows[r][c] for r in (br, br + 1) for c in (bc, bc + 1)}) == 4 for br in (0, 2) for bc in (0, 2))
     task = PuzzleTask("sudoku")
     for problem in task.generate(20, seed=1, split="heldout"):
         grid = problem.prompt.split("\n")[1:]
@@ -198,3 +203,20 @@ def test_training_rows_mix_in_the_hard_families() -> None:
     with pytest.raises(ValueError, match="hard_fraction"):
         DataConfig(hard_fraction=0.95, code_fraction=0.1)
     random.Random(0)  # the batch stream is a pure function of (seed, step): no global RNG used
+
+
+def test_parallelbench_closed_forms_match_the_papers_special_cases() -> None:
+    import math
+
+    from dllm_viz.tasks.parallelbench_theory import closed_form_accuracy
+
+    for n in (3, 4, 6):
+        assert closed_form_accuracy("shuffle", n, 1) == 1.0
+        assert closed_form_accuracy("shuffle", n, n) == pytest.approx(math.factorial(n) / n**n)
+        assert closed_form_accuracy("copy", n, n) == 1.0 and closed_form_accuracy("replace_index", n, 2) == 1.0
+    # k = 2 gives (n-1)!! / n!! for even n.
+    assert closed_form_accuracy("shuffle", 6, 2) == pytest.approx((5 * 3 * 1) / (6 * 4 * 2))
+    assert [closed_form_accuracy("replace_random", 6, k) for k in (1, 2, 3, 6)] == [1.0, 0.5, 0.0, 0.0]
+    assert closed_form_accuracy("replace_random", 5, 2) == 1.0  # the last step reveals one position
+    with pytest.raises(ValueError, match="closed form"):
+        closed_form_accuracy("sort", 4, 2)

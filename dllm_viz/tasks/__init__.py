@@ -81,8 +81,25 @@ def load_problems(path: str | Path) -> list[Problem]:
                 f"missing keys {sorted(missing)}; "
                 f"expected {sorted(_PROBLEM_FIELDS)}"
             )
+        _check_types(record, f"{path}:{line_no}")
         problems.append(Problem(**record))
     return problems
+
+
+def _check_types(record: dict, where: str) -> None:
+    """Every field a string (entry_point may be null), a known task and a non-empty prompt.
+
+    A number as the prompt would otherwise fail deep inside tokenization, and an unknown task
+    only when its first completion is scored.
+    """
+    for key, value in record.items():
+        if not (isinstance(value, str) or (key == "entry_point" and value is None)):
+            raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__} {value!r:.40}; "
+                             "quote it in the jsonl")
+    if record["task"] not in TASKS:
+        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {sorted(TASKS)}")
+    if not record["prompt"].strip():
+        raise ValueError(f"{where}: the prompt is empty; give each problem its prompt text")
 
 
 def dump_problems(problems: list[Problem], path: str | Path) -> None:

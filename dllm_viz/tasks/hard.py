@@ -1,7 +1,6 @@
 """The hard split's arithmetic: where parallel decoding fails for depth and for breadth.
 
-The literature names two reasons committing many tokens per step goes wrong (docs/ALGORITHMS.md,
-"The testbed"):
+The literature names two reasons committing many tokens per step goes wrong (docs/TESTBED.md):
 
 - depth (`hard/chain`): 5-12 worked lines, each starting from the line above's result, so a
   line's numbers cannot be known before the line above is committed; under one-token-a-step

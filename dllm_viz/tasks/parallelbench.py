@@ -3,7 +3,7 @@
 ParallelBench (furiosa-ai/ParallelBench, ICLR 2026) collects tasks that are easy for people and
 for autoregressive models but on which a dLLM's accuracy falls as more tokens are committed per
 step, because the right answer's tokens are not independent given the prompt. We follow its
-published task definitions (docs/ALGORITHMS.md, "The testbed"), in our own wording and with our
+published task definitions (docs/TESTBED.md), in our own wording and with our
 own name list so the tiny model's tokenizer and context fit:
 
 - waiting line: a list of 3-6 "First Last" names in ParallelBench's list format
@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+
+import numpy as np
 
 from dllm_viz.tasks.base import Problem, Split, check_split, draw_distinct
 
@@ -193,16 +195,35 @@ def parse_grid(completion: str, size: int = 4) -> list[list[str]] | None:
 
 @cache
 def _all_sudokus() -> tuple[tuple[int, ...], ...]:
-    """Every solved 4x4 sudoku (288), as 16 digits row by row."""
-    grids = []
-    for grid in itertools.product(itertools.permutations((1, 2, 3, 4)), repeat=4):
-        rows = [list(r) for r in grid]
-        if _is_latin([[str(x) for x in r] for r in rows], {"1", "2", "3", "4"}) and all(
-            len({rows[r][c] for r in range(br, br + 2) for c in range(bc, bc + 2)}) == 4
-            for br in (0, 2) for bc in (0, 2)
-        ):
-            grids.append(tuple(x for r in rows for x in r))
+    """Every solved 4x4 sudoku (288), as 16 digits row by row, built row by row (backtracking)."""
+    perms = list(itertools.permutations((1, 2, 3, 4)))
+
+    def fits(rows: list[tuple[int, ...]], row: tuple[int, ...]) -> bool:
+        r = len(rows)
+        if any(row[c] == above[c] for above in rows for c in range(4)):
+            return False  # a column repeats
+        if r % 2 == 1:  # the second row of a band: each 2x2 box holds four digits
+            return all(len({*rows[-1][c : c + 2], *row[c : c + 2]}) == 4 for c in (0, 2))
+        return True
+
+    grids: list[tuple[int, ...]] = []
+
+    def extend(rows: list[tuple[int, ...]]) -> None:
+        if len(rows) == 4:
+            grids.append(tuple(x for row in rows for x in row))
+            return
+        for row in perms:
+            if fits(rows, row):
+                extend([*rows, row])
+
+    extend([])
     return tuple(grids)
+
+
+@cache
+def _sudoku_array() -> np.ndarray:
+    """`_all_sudokus` as a [288, 16] array, for a vectorised uniqueness check."""
+    return np.array(_all_sudokus(), dtype=np.int8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +264,12 @@ class PuzzleTask:
 
     def _sudoku(self, rng: random.Random, blanks: int) -> Problem:
         solutions = _all_sudokus()
+        grids = _sudoku_array()
         while True:
             solution = rng.choice(solutions)
             hidden = set(rng.sample(range(16), blanks))
-            matching = [s for s in solutions if all(s[i] == solution[i] for i in range(16) if i not in hidden)]
-            if len(matching) == 1:
+            given = [i for i in range(16) if i not in hidden]
+            if int((grids[:, given] == grids[solutions.index(solution), given]).all(axis=1).sum()) == 1:
                 break
         rows = ["".join("_" if 4 * r + c in hidden else str(solution[4 * r + c]) for c in range(4)) for r in range(4)]
         answer = "\n".join("".join(str(solution[4 * r + c]) for c in range(4)) for r in range(4))
