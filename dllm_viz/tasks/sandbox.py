@@ -242,8 +242,13 @@ def _kill_sandbox(proc: subprocess.Popen[bytes], init: _Init | None) -> None:
 def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
     """The program as a plain subprocess: own session and process group, rlimits, bounded output."""
     limits = rlimits(timeout_s)
-    # Host root is exempt from RLIMIT_NPROC, and for another user it counts all their processes.
-    del limits["RLIMIT_NPROC"]
+    # Outside a user namespace RLIMIT_NPROC counts every thread of the user: allow the program
+    # PROCESS_LIMIT more than they run now. Host root is exempt from it, so it is left out.
+    running = _threads_of_user(os.getuid())
+    if running is None:
+        del limits["RLIMIT_NPROC"]
+    else:
+        limits["RLIMIT_NPROC"] = running + PROCESS_LIMIT
     with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp:
         script = Path(tmp) / "program.py"
         script.write_text(code, encoding="utf-8", errors="replace")
@@ -252,6 +257,21 @@ def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
                                 start_new_session=True, preexec_fn=lambda: _set_limits(limits))
         return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
                      kill=lambda: _signal(os.killpg, proc.pid))
+
+
+def _threads_of_user(uid: int) -> int | None:
+    """Threads the real user `uid` runs now (what RLIMIT_NPROC counts); None for root or without /proc."""
+    if uid == 0 or not Path("/proc/self/status").is_file():
+        return None
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields.get("Uid", "-1 0").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
 
 
 def _set_limits(limits: dict[str, int]) -> None:
