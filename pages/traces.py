@@ -64,6 +64,10 @@ with st.expander("Open a trace file from your computer"):
 
 files = trace_files(folder)
 st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {shown_folder}")
+linked = st.query_params.get("file")
+if linked and linked != "(none)" and linked not in files and "file" not in st.session_state:
+    # The picker drops a value it does not offer; say so rather than show the library silently.
+    st.warning(f"The link names the trace {linked!r}, which is not in this library; pick one below.")
 chosen = st.selectbox("Open", ["(none)", *files], key="file", bind="query-params",
                       help="the file name goes into the address bar, so a link reopens this trace")
 if chosen not in (None, "(none)") and st.session_state.get("traces_opened") != chosen:

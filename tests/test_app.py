@@ -338,3 +338,10 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     nfe = [int(m.value) for m in at.metric]
     at.slider(key="learn_tau").set_value(0.1).run()
     assert int(at.metric[1].value) <= nfe[1] and not at.exception
+
+
+def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Path]) -> None:
+    dirs["traces"].mkdir(parents=True, exist_ok=True)
+    at = open_app("traces", {"file": "gone.npz"})
+    assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
+    assert not errors(at) and at.selectbox(key="file").value == "(none)"
