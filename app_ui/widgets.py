@@ -17,6 +17,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_ui.common import confine_weights
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.knobs import Knob, knobs, parse_strings
@@ -39,7 +40,7 @@ class PolicySpec:
     def pipeline(self) -> Pipeline:
         """The Pipeline; raises ValueError naming a bad value (e.g. a threshold out of range)."""
         return Pipeline.from_names(self.rule, self.block, self.extrapolate, self.stop, cache=self.cache,
-                                   refresh_every=self.refresh_every, **self.options)
+                                   refresh_every=self.refresh_every, **confine_weights(self.options))
 
 
 def _is_slider(spec: Knob) -> bool:
@@ -118,10 +119,11 @@ def trained_controllers(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def controller_choices(directory: Path) -> Callable[[str], list[str]]:
-    """For a weights field: the trained controllers of its kind in `directory`, newest first."""
+    """For a weights field: the trained controllers of its kind in `directory`, newest first, by
+    their names there (what the field takes; the browser never sees the server's path)."""
     def choices(field_name: str) -> list[str]:
         kind = "tspd" if field_name == "controller_weights" else "learn2pd"
-        return [p for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
+        return [Path(p).name for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
     return choices
 
 

@@ -14,10 +14,13 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems
+from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
+from dllm_viz.tasks.export_sets import HELDOUT_SEED
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
+# Held-out problems generated for a task without a bundled file (one hard family on its own).
+GENERATED_HELDOUT = 500
 
 
 CUT_OFF_NOTE = "filled the whole canvas without an end-of-text token; they may be wrong only for lack of room"
@@ -40,6 +43,7 @@ class ProblemResult:
         complete: every position was committed.
         cut_off: the answer ran out of canvas (Trace.cut_off), so a wrong answer may only be
             too short a gen length.
+        tokens: committed answer tokens that are not end-of-text (what TPF counts).
     """
 
     problem_id: str
@@ -53,6 +57,7 @@ class ProblemResult:
     completion: str
     complete: bool
     cut_off: bool = False
+    tokens: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
@@ -81,9 +86,15 @@ class EvalSummary:
 
 
 def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
-    """The bundled held-out set of `task` (sample_prompts/<task>_heldout.jsonl), first n."""
-    get_task(task)
+    """The held-out set of `task`, first n: the bundled sample_prompts/<task>_heldout.jsonl where
+    there is one (arith, code, hard), else generated from the held-out split with the export seed
+    (each hard family on its own, e.g. `hard/chain` or `parallelbench/shuffle`: GENERATED_HELDOUT
+    problems unless `n` asks for another count).
+    """
+    generator = get_task(task)
     path = SAMPLE_DIR / f"{task}_heldout.jsonl"
+    if not path.is_file():
+        return generator.generate(GENERATED_HELDOUT if n is None else n, seed=HELDOUT_SEED, split="heldout")
     problems = load_problems(path)
     return problems if n is None else problems[:n]
 
@@ -116,15 +127,32 @@ def task_problems(task: str, n: int | None = None, data: str | Path | None = Non
     return heldout_problems(task, n)
 
 
+def require_code_sandbox(problems: Sequence[Problem], *, unsafe: bool = False) -> None:
+    """Refuse before any decoding when a problem's scorer runs code and the sandbox cannot.
+
+    Raises:
+        SandboxUnavailableError: naming the fix (install bubblewrap, or opt in to unsafe_exec).
+    """
+    if runs_code(problems):
+        sandbox.require_sandbox(unsafe=unsafe)
+
+
+def runs_code(problems: Sequence[Problem]) -> bool:
+    """Whether scoring any of `problems` executes code (its task says `runs_code`)."""
+    return any(getattr(get_task(p.task), "runs_code", False) for p in problems)
+
+
 def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
-                config: DecodeConfig) -> tuple[ProblemResult, Trace]:
-    """Decode one problem and score it with its task's scorer."""
+                config: DecodeConfig, *, unsafe_exec: bool = False) -> tuple[ProblemResult, Trace]:
+    """Decode one problem and score it with its task's scorer (code: see `evaluate`'s unsafe_exec)."""
     trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt)
     completion = trace.meta.answer_text
+    with sandbox.unsafe_exec(unsafe_exec):
+        correct = bool(get_task(problem.task).score(problem, completion))
     result = ProblemResult(
         problem_id=problem.problem_id,
         task=problem.task,
-        correct=bool(get_task(problem.task).score(problem, completion)),
+        correct=correct,
         nfe=trace.nfe,
         seconds=trace.wall_seconds,
         forward_seconds=float(trace.forward_seconds.sum()),
@@ -133,6 +161,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         completion=completion,
         complete=trace.is_complete,
         cut_off=trace.cut_off,
+        tokens=int(trace.summary()["tokens"]),
     )
     return result, trace
 
@@ -144,6 +173,7 @@ def evaluate(
     config: DecodeConfig,
     *,
     on_result: Callable[[int, ProblemResult], None] | None = None,
+    unsafe_exec: bool = False,
 ) -> list[ProblemResult]:
     """Decode and score each problem with its own task's scorer.
 
@@ -153,10 +183,16 @@ def evaluate(
         pipeline: decoding policy.
         config: decode settings (the same seed for every problem).
         on_result: called with (index, result) after each problem (progress).
+        unsafe_exec: score code without the bubblewrap sandbox (only its own process group,
+            rlimits and bounded output), for machines where bwrap cannot run.
+
+    Raises:
+        SandboxUnavailableError: code problems, no usable bwrap, and `unsafe_exec` off.
     """
+    require_code_sandbox(problems, unsafe=unsafe_exec)
     results = []
     for index, problem in enumerate(problems):
-        result, _ = run_problem(adapter, problem, pipeline, config)
+        result, _ = run_problem(adapter, problem, pipeline, config, unsafe_exec=unsafe_exec)
         results.append(result)
         if on_result is not None:
             on_result(index, result)

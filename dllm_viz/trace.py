@@ -14,16 +14,18 @@ from typing import Any
 
 import numpy as np
 
+from dllm_viz.cache_modes import PASS_KINDS
 from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS, fill_missing, with_step_fields
+from dllm_viz.trace_files import TraceSaveError, write_npz
 from dllm_viz.trace_meta import TraceMeta
+from dllm_viz.trace_validation import TraceFileError, check_archive, check_declared, check_meta, check_values
+
+__all__ = ["SCHEMA_VERSION", "Trace", "TraceBuilder", "TraceFileError", "TraceSaveError", "load_trace"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta_json__"
 _EXTRA_PREFIX = "extra__"
-
-
-class TraceFileError(ValueError):
-    """A file that is not a readable dllm_viz trace; the message names the file and the fix."""
+_ARRAY_NAMES = (*STEP_FIELD_NAMES, "prompt_ids")  # the arrays a saved trace holds besides its extras
 
 
 @with_step_fields(lambda f: "np.ndarray", allow_missing=True)
@@ -142,7 +144,7 @@ class Trace:
         return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
 
     def summary(self) -> dict[str, float]:
-        """Headline numbers: NFE, wall seconds, tokens/s, tokens per step and policy overhead.
+        """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step and policy overhead.
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
         over the wall time of the decode loop. policy_overhead is the time inside the
@@ -155,6 +157,7 @@ class Trace:
         return {
             "nfe": float(self.nfe),
             "seconds": seconds,
+            "tokens": float(answer),
             "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
             "policy_overhead": self._policy_overhead(),
@@ -172,65 +175,85 @@ class Trace:
         return self.meta.token_text.get(str(int(token_id)), "?")
 
     # ---- persistence ---------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write this trace as a compressed .npz (arrays + JSON metadata, no pickle)."""
+    def save(self, path: str | Path, *, overwrite: bool = True) -> Path:
+        """Write this trace as a compressed .npz (arrays + JSON metadata, no pickle).
+
+        With `overwrite=False` an existing file is never replaced (the CLI without --force,
+        the Traces page). A failed write leaves nothing behind (trace_files.write_npz).
+
+        Raises:
+            TraceSaveError: the file exists (overwrite=False), its folder cannot be made, the
+                path is a directory, or the disk is full; the message names the path and the fix.
+        """
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
-        arrays = {name: getattr(self, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")}
+        arrays = {name: getattr(self, name) for name in _ARRAY_NAMES}
         arrays.update({_EXTRA_PREFIX + k: v for k, v in self.extras.items()})
         meta = {"schema_version": SCHEMA_VERSION, **self.meta.to_dict()}
         arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        tmp.replace(path)
-        return path
+        return write_npz(path, arrays, overwrite=overwrite)
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace written by `Trace.save`.
+    """Read a trace written by `Trace.save`, checking it before trusting it (trace_validation).
+
+    Sizes are checked from the zip directory and the .npy headers before any array is read, so
+    a crafted file costs at most the cap ($DLLM_VIZ_MAX_TRACE_MB); then metadata types and
+    array value ranges. Messages name the file by its name only (they reach browsers).
 
     Raises:
-        TraceFileError: the file is missing, not an .npz, not a dllm_viz trace, from a newer
-            schema, or its arrays are inconsistent. The message names the file and the fix.
+        TraceFileError: the file is missing, not an .npz, not a dllm_viz trace, too large, from
+            a newer schema, or holds a field of the wrong type, shape or range. The message
+            names the file, the field and the fix.
     """
     path = Path(path)
+    name = path.name
     if not path.is_file():
-        raise TraceFileError(f"trace file {str(path)!r} does not exist; check the path")
+        raise TraceFileError(f"trace file {name!r} does not exist; check the path")
+    declared = check_archive(path)
+    ranks = {f.name: len(f.trace_shape(0, 0)) for f in STEP_FIELDS} | {"prompt_ids": 1}
+    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise TraceFileError(
-            f"{str(path)!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
+            f"{name!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
             "save traces with Trace.save or `python -m dllm_viz decode --save`"
         ) from None
     if _META_KEY not in arrays:
         raise TraceFileError(
-            f"{str(path)!r} is an .npz file but not a dllm_viz trace (no metadata entry); "
+            f"{name!r} is an .npz file but not a dllm_viz trace (no metadata entry); "
             "load a file written by Trace.save"
         )
     try:
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceFileError(f"{str(path)!r} has corrupt trace metadata ({exc})") from None
-    version = meta.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise TraceFileError(
-            f"{str(path)!r} has trace schema {version!r}; this dllm_viz reads up to "
-            f"{SCHEMA_VERSION}: upgrade dllm_viz"
-        )
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise TraceFileError(f"{name!r} has corrupt trace metadata ({exc.__class__.__name__}); "
+                             "the file is damaged: save it again") from None
+    check_meta(meta, name, SCHEMA_VERSION)
     required = [f.name for f in STEP_FIELDS if f.missing is None] + ["prompt_ids"]
     missing = sorted(set(required) - set(arrays))
     if missing:
-        raise TraceFileError(f"{str(path)!r} lacks trace arrays {missing}; the file is truncated")
+        raise TraceFileError(f"{name!r} lacks trace arrays {missing}; the file is truncated")
     extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
-    known = {name: arrays[name] for name in (*STEP_FIELD_NAMES, "prompt_ids") if name in arrays}
     try:
-        return Trace(**known, extras=extras, meta=TraceMeta.from_dict(meta))
+        with np.errstate(invalid="ignore", over="ignore"):
+            known = {name: arrays[name] for name in _ARRAY_NAMES if name in arrays}
+            trace = Trace(**known, extras=extras, meta=TraceMeta.from_dict(meta))
     except ValueError as exc:
-        raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
+        raise TraceFileError(f"{name!r} holds an inconsistent trace: {exc}") from None
+    reasons = meta.get("reason_names") or _current_reasons()
+    values = {name: getattr(trace, name) for name in _ARRAY_NAMES}
+    check_values(values, meta, name, reasons, meta.get("pass_kind_names") or PASS_KINDS)
+    return trace
+
+
+def _current_reasons() -> tuple[str, ...]:
+    from dllm_viz.policies.base import COMMIT_REASONS  # numpy-only module; lazy keeps trace torch-free
+
+    return COMMIT_REASONS
 
 
 class TraceBuilder:

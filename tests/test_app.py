@@ -202,7 +202,11 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
         at.run()
         assert not at.exception and not errors(at), option
     at = open_app(query={**FAST, "rule": "tspd"})
-    at.text_input(key="controller_weights").set_value(controller_options["controller_weights"]).run()
+    dirs["controllers"].mkdir(parents=True, exist_ok=True)  # the app reads weights only from its folder
+    for suffix in (".safetensors", ".json"):
+        source = Path(controller_options["controller_weights"]).with_suffix(suffix)
+        (dirs["controllers"] / source.name).write_bytes(source.read_bytes())
+    at.text_input(key="controller_weights").set_value(Path(controller_options["controller_weights"]).name).run()
     click(at, "run")
     assert "TSPD gate" in widget(at, "view").options
     assert "tspd_gate" in at.session_state["trace"].extras
@@ -274,7 +278,7 @@ def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path])
     click(at, f"use_{path}")
     at.switch_page("pages/decode.py").run()  # AppTest keeps requesting the page it last switched to
     assert at.session_state["rule"] == "tspd"
-    assert at.text_input(key="controller_weights").value == path
+    assert at.text_input(key="controller_weights").value == Path(path).name
     click(at, "run")
     assert not errors(at), errors(at)
     assert "tspd_gate" in at.session_state["trace"].extras
@@ -334,3 +338,10 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     nfe = [int(m.value) for m in at.metric]
     at.slider(key="learn_tau").set_value(0.1).run()
     assert int(at.metric[1].value) <= nfe[1] and not at.exception
+
+
+def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Path]) -> None:
+    dirs["traces"].mkdir(parents=True, exist_ok=True)
+    at = open_app("traces", {"file": "gone.npz"})
+    assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
+    assert not errors(at) and at.selectbox(key="file").value == "(none)"

@@ -2,7 +2,8 @@
 
 Families (docs/DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
 Qwen2ForCausalLM, all bidirectional; anything else only with `trust_remote_code=True`.
-Special ids come from config.json or the tokenizer, never from literals in the engine.
+Special ids come from config.json or the tokenizer, never from literals in the engine. Every
+transformers call is told `trust_remote_code` explicitly and can never ask about it on stdin.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from dllm_viz.models import dream, llada
+from dllm_viz.models import block_diffusion, dream, llada
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
 from dllm_viz.models.bidirectional import make_bidirectional
 from dllm_viz.models.weights import load_renamed
@@ -76,9 +77,10 @@ def load(
     """
     directory = _local_directory(name_or_path)
     raw = _read_config(directory)
+    _refuse_block_diffusion(name_or_path, raw)
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    tokenizer = _load_tokenizer(directory)
+    tokenizer = _load_tokenizer(directory, name_or_path, trust_remote_code)
     section = raw.get("dllm_viz") or {}
     if section.get("family") == "tiny":
         return _tiny(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
@@ -102,6 +104,22 @@ def load(
         f"{raw.get('architectures')!r}, which dllm_viz does not support natively (llada, dream, "
         "tiny); pass trust_remote_code=True (CLI: --trust-remote-code) to run its own code"
     )
+
+
+def _refuse_block_diffusion(name_or_path: str, raw: dict[str, Any]) -> None:
+    """Block-diffusion layouts need block-causal, prefix-only passes the engine cannot run yet.
+
+    Checked before the LLaDA test, which would otherwise claim LLaDA2.x ("LLaDA2MoeModelLM")
+    and fail on its missing OLMo keys; remote code is refused too, since the engine would drive
+    it over the whole canvas with the wrong attention.
+    """
+    spec = block_diffusion.detect(raw)
+    if spec is not None:
+        raise ModelLoadError(
+            f"{name_or_path!r} is a block-diffusion checkpoint ({spec.family}, block length "
+            f"{spec.block_length}); dllm_viz cannot decode block-diffusion models yet (issue #22), "
+            "use a LLaDA, Dream or tiny checkpoint"
+        )
 
 
 def _llama_cls() -> type:
@@ -161,27 +179,38 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return data
 
 
-def _load_tokenizer(directory: Path) -> Any:
+def _load_tokenizer(directory: Path, name_or_path: str, trust_remote_code: bool) -> Any:
     from transformers import AutoTokenizer
 
     try:
         with _quiet_transformers():
-            return AutoTokenizer.from_pretrained(str(directory))
+            return AutoTokenizer.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
     except Exception as exc:  # tokenizer loading errors come in many types
+        if not trust_remote_code and "trust_remote_code" in str(exc):
+            raise ModelLoadError(
+                f"the tokenizer of {name_or_path!r} needs code shipped with the checkpoint (an auto_map in its "
+                "tokenizer_config.json), which dllm_viz runs only if you pass --trust-remote-code "
+                "(trust_remote_code=True in the API)") from None
         raise ModelLoadError(f"cannot load the tokenizer in {str(directory)!r}: {exc}") from None
 
 
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' warnings and progress bars (e.g. 'model of type llada') for a call."""
+    """Silence transformers' warnings and progress bars (e.g. 'model of type llada') for a call,
+    and turn its "Do you wish to run the custom code? [y/N]" question into an error: a call that
+    forgets `trust_remote_code` must fail, never read an answer from stdin."""
+    from transformers import dynamic_module_utils
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
+    timeout = dynamic_module_utils.TIME_OUT_REMOTE_CODE
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0  # 0: transformers raises instead of prompting
     try:
         yield
     finally:
+        dynamic_module_utils.TIME_OUT_REMOTE_CODE = timeout
         hf_logging.set_verbosity(level)
         hf_logging.enable_progress_bar()
 
@@ -217,6 +246,14 @@ def _info(
             "add mask_token_id and eos_token_id to config.json"
         )
     eot_id = _token_id(tokenizer, eot_token) if eot_token else None
+    vocab_size = int(model.config.vocab_size)
+    for role, token_id in (("mask", mask_id), ("eos", eos_id), ("eot", eot_id)):
+        if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)
+                                     or not 0 <= token_id < vocab_size):
+            raise ModelLoadError(
+                f"{name_or_path!r}: the {role} token id {token_id!r} is outside the vocabulary [0, {vocab_size}); "
+                f"fix {role}_token_id in config.json"
+            )
     param = next(model.parameters())
     return AdapterInfo(
         family=family,
@@ -224,7 +261,7 @@ def _info(
         mask_token_id=int(mask_id),
         eos_token_id=int(eos_id),
         eot_token_id=eot_id,
-        vocab_size=int(model.config.vocab_size),
+        vocab_size=vocab_size,
         device=str(param.device),
         dtype=str(param.dtype).removeprefix("torch."),
         shift_logits=shift_logits,
