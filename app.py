@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import sidebar
-from pages.url_params import warn_dropped_params
+from app_ui.url_params import warn_dropped_params
 
 PAGES = (
     ("pages/decode.py", "Decode", ":material/play_arrow:"),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_ui.autosave import AUTOSAVE_EVERY, autosave
 from app_ui.common import model_turn, set_trace
 from dllm_viz.stepper import Stepper
-from pages.autosave import AUTOSAVE_EVERY, autosave
 
 
 def show_latest() -> None:
