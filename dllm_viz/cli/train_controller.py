@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from dllm_viz.cli.options import add_model_options
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     out = args.out or resolve_path("bundled", args.kind)
     path, card = train_controller(adapter, [p.prompt for p in problems], config, out,
-                                  on_progress=lambda message: print(message, flush=True))
+                                  on_progress=lambda progress: print(progress.message(), flush=True))
     print(f"saved {path} validation={card['validation']}")
+    if card.get("trivial"):
+        print(f"warning: {card['trivial']}", file=sys.stderr)
     return 0
