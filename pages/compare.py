@@ -18,6 +18,7 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import TASKS
 from pages.common import (
+    canvas_limit,
     check_prompt,
     comparison_rows,
     current_model,
@@ -27,6 +28,7 @@ from pages.common import (
     diff_html,
     prompt_input,
     require_app_frame,
+    warn_if_cut_off,
 )
 from pages.sweep import run_sweep, sweep_rows
 from pages.widgets import gen_length_input, policy_form
@@ -39,17 +41,18 @@ st.caption("Several policies on the same prompt and seed, each against the dense
 
 mode = st.segmented_control("Compare on", ["one prompt", "a prompt set"], default="one prompt", required=True,
                             key="cmp_mode", bind="query-params")
+adapter = current_model()
 left, right = st.columns([3, 1])
 with left:
-    prompt = prompt_input("cmp_") if mode == "one prompt" else None
-gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right)
+    prompt = prompt_input("cmp_", bind=True) if mode == "one prompt" else None
+gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right,
+                              limit=canvas_limit(adapter, prompt))
 count = int(right.segmented_control("Configurations", [2, 3, 4], default=2, required=True, key="cmp_n",
                                     bind="query-params") or 2)
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
     with tab:
         specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i]))
-adapter = current_model()
 
 
 def pipelines() -> dict[str, Pipeline] | None:
@@ -91,12 +94,14 @@ def show_one(results: list) -> None:
             st.markdown(f"**{trace.meta['label']}**")
             st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
                       delta_color="off", border=True)
+            warn_if_cut_off(trace)
             st.html(diff_html(str(dense.meta["answer_text"]), str(trace.meta["answer_text"])))
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
             st.plotly_chart(figures.share_step_axis(heatmap, longest),
                             key=f"cmp_heat_{trace.meta['label']}", theme=None)
-    st.caption(f"Dense output (reference for the highlighted differences): {dense.meta['answer_text']!r}, "
-               f"NFE {dense.nfe}")
+    st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}")
+    warn_if_cut_off(dense, "dense")
+    st.code(str(dense.meta["answer_text"]) or " ", language=None, wrap_lines=True)
     series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
                                           "cumulative_cost", "cumulative_seconds", "policy_ms"], key="cmp_series",
                           help="cumulative_seconds: wall time so far; policy_ms: time inside the policy each step")

@@ -13,7 +13,15 @@ from typing import Any
 import streamlit as st
 
 from dllm_viz.stepper import Stepper
-from pages.common import check_prompt, controller_dir, current_model, decode_config, prompt_input, require_app_frame
+from pages.common import (
+    canvas_limit,
+    check_prompt,
+    controller_dir,
+    current_model,
+    decode_config,
+    prompt_input,
+    require_app_frame,
+)
 from pages.stepping import advance, run_to_end, show_latest
 from pages.views import trace_view
 from pages.widgets import controller_choices, gen_length_input, policy_form
@@ -25,11 +33,11 @@ st.title("Decode")
 st.caption("Watch a masked diffusion LM fill its canvas. Every setting is in the address bar: copy it to share "
            "this view. Keys: → one step, Space play/pause, ← scrub back.")
 
+adapter = current_model()
 prompt = prompt_input(bind=True)
-gen_length = gen_length_input("gen", default=64, bind=True)
+gen_length = gen_length_input("gen", default=64, bind=True, limit=canvas_limit(adapter, prompt))
 with st.container(border=True):
     spec = policy_form(bind=True, weights=controller_choices(controller_dir()))
-adapter = current_model()
 signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
                               st.session_state.get("seed"), repr(spec))
 

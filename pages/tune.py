@@ -18,6 +18,7 @@ from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.replay import agreement, replay
 from dllm_viz.tasks import TASKS
 from pages.common import (
+    canvas_limit,
     check_prompt,
     current_model,
     decode_config,
@@ -27,6 +28,7 @@ from pages.common import (
     prompt_input,
     require_app_frame,
     set_trace,
+    warn_if_cut_off,
 )
 from pages.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
 from pages.views import scrubber
@@ -37,10 +39,11 @@ st.title("Tune")
 mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", required=True, key="tune_mode",
                             bind="query-params")
 adapter = current_model()
+prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 left, mid, right = st.columns([2, 1, 1])
 rule = left.segmented_control("Commit rule", ["threshold", "cora", "factor", "dream", "fixed_steps"],
                               default="threshold", required=True, key="tune_rule", bind="query-params")
-gen_length = gen_length_input("tune_gen", default=32, bind=True, container=mid)
+gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,
                                       key="tune_block", bind="query-params"))
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
@@ -58,7 +61,6 @@ def pipeline(options: dict) -> Pipeline | None:
 
 
 def by_eye() -> None:
-    prompt = prompt_input("tune_", bind=True)
     record = st.button("Record dense trace", key="tune_record", disabled=adapter is None,
                        help="decode once with LLaDA's dense rule (one token per step); the sliders replay it")
     if record and adapter is not None:
@@ -91,6 +93,9 @@ def by_eye() -> None:
     b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
              delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
     c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
+    with st.expander(f"Dense output (NFE {dense.nfe}), the reference for the highlighted differences", expanded=True):
+        st.code(str(dense.meta["answer_text"]) or " ", language=None, wrap_lines=True)
+    warn_if_cut_off(dense, "dense")
     st.html(diff_html(str(dense.meta["answer_text"]), str(virtual.meta["answer_text"])))
     step = scrubber(virtual, st.session_state.get("tune_dense_version", 0), "tune_", follow=False)
     st.html(figures.token_strip_html(virtual, step))
@@ -112,6 +117,7 @@ def by_eye() -> None:
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
                     f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint.")
         metrics_row(real, baseline=dense)
+        warn_if_cut_off(real, "real run")
         st.html(diff_html(str(dense.meta["answer_text"]), str(real.meta["answer_text"])))
 
 

@@ -15,7 +15,7 @@ import streamlit as st
 from dllm_viz import figures
 from dllm_viz.policies.extras import KALMAN_LOWER, TSPD_GATE
 from dllm_viz.trace import Trace
-from pages.common import cached_figure, metrics_row
+from pages.common import cached_figure, metrics_row, warn_if_cut_off
 
 PLAYHEAD_COLOR = "#D55E00"
 
@@ -80,6 +80,7 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     if not trace.is_complete:
         st.warning(f"Partial trace ({stop}): {trace.nfe} forward passes recorded, "
                    f"{int((trace.commit_step < 0).sum())} positions still masked.")
+    warn_if_cut_off(trace)
     st.markdown(f"**Output** · {trace.meta.get('label', '')}")
     st.code(str(trace.meta.get("answer_text", "")) or " ", language=None, wrap_lines=True)
     if trace.num_steps == 0:

@@ -187,9 +187,20 @@ def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "th
                       stop="eos" if eos else None, cache=str(cache), refresh_every=refresh, options=options)
 
 
-def gen_length_input(key: str, *, default: int = 64, bind: bool = False, container: Any = None) -> int:
-    """The canvas length (positions generated) as a select slider."""
+def gen_length_input(key: str, *, default: int = 64, bind: bool = False, container: Any = None,
+                     limit: int | None = None) -> int:
+    """The canvas length (positions generated) as a select slider, offering only lengths <= `limit`.
+
+    `limit` is what the model's context leaves after the prompt (pages.common.canvas_limit), so
+    a length the model cannot decode is never offered; the default shrinks to fit it.
+    """
     box = container if container is not None else st
+    offered = [g for g in GEN_LENGTHS if limit is None or g <= limit] or [GEN_LENGTHS[0]]
     extra: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
-    return int(box.select_slider("Gen length", list(GEN_LENGTHS), value=default, key=key,
-                                 help="positions the model generates (the canvas after the prompt)", **extra))
+    if st.session_state.get(key) not in (None, *offered):
+        st.session_state[key] = max(offered)  # a length kept from a shorter prompt or another model
+    help_text = "positions the model generates (the canvas after the prompt)"
+    if limit is not None:
+        help_text += f"; up to {limit} fit the model's context after this prompt"
+    return int(box.select_slider("Gen length", offered, value=min(default, max(offered)), key=key, help=help_text,
+                                 **extra))

@@ -271,6 +271,7 @@ def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path])
     path, card = at.session_state["train_result"]
     assert Path(path).is_file() and card["kind"] == "tspd" and len(card["train_loss"]) == 2
     assert metrics(at)["Final train loss"] == f"{card['train_loss'][-1]:.4f}"
+    assert bool(card["trivial"]) == any("Trivial controller" in w.value for w in at.warning)
     click(at, f"use_{path}")
     at.switch_page("pages/decode.py").run()  # AppTest keeps requesting the page it last switched to
     assert at.session_state["rule"] == "tspd"
@@ -326,7 +327,7 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     while True:
         seen.append(at.session_state["chapter"])
         assert at.get("html") or charts(at), seen[-1]
-        assert any("gen=32" in link.proto.query_string for link in at.get("page_link")), seen[-1]
+        assert any("gen=64" in link.proto.query_string for link in at.get("page_link")), seen[-1]
         if "learn_next" not in [getattr(b, "key", None) for b in at.button]:
             break
         click(at, "learn_next")
