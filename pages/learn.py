@@ -1,17 +1,22 @@
 """Learn: a guided walkthrough of masked diffusion decoding, with live examples on the model.
 
 Five short chapters (masking, confidence, remasking, blocks, NFE), each with a small decode
-(64 positions: the example's answer fits; computed once per server and shared) and a link that opens the Decode page with the same setting, so
-every idea points at the real widget that controls it. The chapter is in the URL.
+(64 positions, so the example's answer fits; computed once per server and shared by every
+session) and a link that opens the Decode page with the same setting, so every idea points at
+the real widget that controls it. Terms link to the glossary (dllm_viz.explain). The chapter
+is in the URL.
 """
 
 from __future__ import annotations
+
+import re
 
 import streamlit as st
 
 from dllm_viz import figures
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.explain import GLOSSARY
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
@@ -78,12 +83,25 @@ def first_steps(count: int) -> Trace | None:
     return example(Pipeline.from_names("threshold", block_length=GEN), count)
 
 
+def anchor(term: str) -> str:
+    """The HTML id of a glossary entry."""
+    return "g-" + re.sub(r"\W+", "-", term.lower()).strip("-")
+
+
+def linked(text: str) -> str:
+    """`text` with the first mention of each glossary term linked to its entry below."""
+    for term in sorted(GLOSSARY, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w#-])(\*\*)?({re.escape(term)}s?)(\*\*)?(?![\w-])",
+                      lambda m, t=term: f"[{m.group(2)}](#{anchor(t)})", text, count=1, flags=re.IGNORECASE)
+    return text
+
+
 def try_it(label: str, **query: object) -> None:
     st.page_link("pages/decode.py", label=f"Try it on the Decode page: {label}", icon=":material/open_in_new:",
                  query_params={"gen": str(GEN), **{k: str(v) for k, v in query.items()}})
 
 
-st.markdown(CHAPTERS[chapter])
+st.markdown(linked(CHAPTERS[chapter]))
 st.caption(f"Example prompt: {PROMPT}")
 if chapter.startswith("1"):
     if (trace := first_steps(0)) is not None:
@@ -97,6 +115,11 @@ elif chapter.startswith("2"):
 elif chapter.startswith("3"):
     if (trace := example(Pipeline.from_names("fixed_steps", steps=GEN // 2, block_length=GEN))) is not None:
         st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order", theme=None)
+        if (position := figures.most_revised_position(trace)) is not None:
+            story = " → ".join(f"step {step}: `{text.replace('`', chr(39)) or ' '}`"
+                               for step, text in figures.candidate_history(trace, position))
+            st.markdown(f"**Remasking, seen:** position {position} stayed masked while its candidate changed — "
+                        f"{story} — and was committed at step {int(trace.commit_step[position])}.")
     try_it(f"fixed_steps, {GEN // 2} steps", rule="fixed_steps", steps=GEN // 2, block_length=GEN)
 elif chapter.startswith("4"):
     block = int(st.select_slider("Block length", [4, 8, 16, 32], value=8, key="learn_block"))
@@ -116,6 +139,11 @@ else:
                  border=True)
         st.plotly_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe", theme=None)
     try_it(f"threshold {tau:g}", rule="threshold", threshold=tau, block_length=GEN)
+
+st.divider()
+st.subheader("Glossary")
+st.markdown("\n".join(f"- <span id='{anchor(term)}'></span>**{term}**: {text}" for term, text in GLOSSARY.items()),
+            unsafe_allow_html=True)
 
 names = list(CHAPTERS)
 index = names.index(chapter)

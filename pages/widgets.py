@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
+from dllm_viz.explain import component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
@@ -97,7 +98,7 @@ def field_widget(spec: FieldSpec, key: str, *, bind: bool, weights: Callable[[st
                  container: Any = None) -> Any:
     """Render one field's widget under `key` and return its value (None = the component default)."""
     box = container if container is not None else st
-    extra: dict[str, Any] = {"key": key, "help": f"{spec.help} (default {spec.default!r})",
+    extra: dict[str, Any] = {"key": key, "help": f"{knob_help(spec.name, spec.help)} (default {spec.default!r})",
                              "persist_state": "session"}
     if bind:
         extra["bind"] = "query-params"
@@ -164,6 +165,7 @@ def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "th
     keep: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
     rule = st.segmented_control("Commit rule", list(RULES), default=default_rule, required=True,
                                 key=f"{prefix}rule", help="which masked positions a step commits", **keep)
+    st.caption(component_help(str(rule)))  # what the chosen rule does, and its paper (dllm_viz.explain)
     a, b, c, d = st.columns([1, 1.2, 1, 1], vertical_alignment="bottom")
     block = a.segmented_control("Block sizing", list(BLOCKS), default="fixed", required=True,
                                 key=f"{prefix}block", help="fixed semi-AR blocks or AdaBlock", **keep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -208,3 +209,25 @@ def test_a_short_trace_on_a_long_shared_step_axis_gets_the_long_axis_ticks() -> 
     fig = share_step_axis(confidence_heatmap(make_trace(4, 6)), 128)
     assert tuple(fig.layout.yaxis.range) == (127.5, -0.5) and fig.layout.yaxis.dtick is None
     assert share_step_axis(confidence_heatmap(make_trace(4, 6)), 6).layout.yaxis.dtick == 1
+
+
+def test_a_stopped_decode_shows_its_masked_positions_as_masks(tiny_adapter: Any) -> None:
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.figures.tokens import MASK_GLYPH, output_text
+    from dllm_viz.policies import Pipeline
+    from dllm_viz.stepper import Stepper
+
+    stepper = Stepper.start(tiny_adapter, "What is 2 + 7?", Pipeline.from_names("fixed_steps", block_length=8),
+                            DecodeConfig(gen_length=16), ())
+    for _ in range(3):
+        stepper.step()
+    partial = stepper.trace()
+    stops = set(partial.stop_token_ids)
+    final = partial.final_tokens.tolist()
+    end = next((i for i, t in enumerate(final) if t in stops), len(final))
+    masked = sum(partial.commit_step[:end] < 0)
+    assert masked > 0 and output_text(partial).count(MASK_GLYPH) == masked
+    while stepper.step() is not None:
+        pass
+    done = stepper.trace()
+    assert done.is_complete and output_text(done) == done.meta["answer_text"]

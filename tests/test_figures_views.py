@@ -216,3 +216,16 @@ def test_kalman_default_positions_start_with_ce_early_commits() -> None:
     assert len(shown) == 4 and shown[: min(4, early.size)] == early[:4].tolist()
     with pytest.raises(ValueError, match="1 to 12"):
         kalman_forecast_bands(trace, positions=list(range(13)))
+
+
+def test_candidate_history_shows_a_candidate_changing_before_its_commit() -> None:
+    from dllm_viz.figures import candidate_history, most_revised_position
+
+    # position 1's candidate goes 5 -> 6 -> 6 -> 7 while masked and commits at step 3; position 0 never changes
+    trace = hand_trace([[4, 5], [4, 6], [4, 6], [4, 7]], [0, 3])
+    history = candidate_history(trace, 1)
+    assert [step for step, _ in history] == [0, 1, 3]
+    assert history[-1][1] == trace.token_text(7)
+    assert candidate_history(trace, 0) == [(0, trace.token_text(4))]
+    assert most_revised_position(trace) == 1
+    assert most_revised_position(hand_trace([[4, 5]] * 2, [0, 1])) is None

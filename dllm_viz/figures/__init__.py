@@ -18,15 +18,22 @@ from dllm_viz.figures.heatmaps import (
     share_step_axis,
     tspd_gate_heatmap,
 )
-from dllm_viz.figures.refinement import refinement_dumbbell, settled_step, wasted_refinement_fraction
+from dllm_viz.figures.refinement import (
+    candidate_history,
+    most_revised_position,
+    refinement_dumbbell,
+    settled_step,
+    wasted_refinement_fraction,
+)
 from dllm_viz.figures.runs import CandidateRuns, candidate_runs, persistence_runs_bar
 from dllm_viz.figures.summary import step_series, step_summary_strip
-from dllm_viz.figures.tokens import commit_order_heatmap, token_states, token_strip, token_strip_html
+from dllm_viz.figures.tokens import commit_order_heatmap, output_text, token_states, token_strip, token_strip_html
 from dllm_viz.figures.volatility import volatility_band_heatmap, volatility_profile, volatility_regions
 
 __all__ = [
     "CandidateRuns",
     "PooledGrid",
+    "candidate_history",
     "candidate_runs",
     "commit_order_heatmap",
     "confidence_heatmap",
@@ -34,8 +41,10 @@ __all__ = [
     "figure_html",
     "kalman_forecast_bands",
     "margin_heatmap",
+    "most_revised_position",
     "nfe_accuracy_scatter",
     "nfe_bar",
+    "output_text",
     "pareto_front",
     "persistence_runs_bar",
     "pool_grid",

@@ -251,3 +251,25 @@ def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = Tr
                        for i, (c, n) in enumerate(zip(STATE_COLORS, STATE_NAMES, strict=True)))
         out += f'<div style="margin-top:4px;font-size:0.8em">{keys}</div>'
     return out + "</div>"
+
+
+MASK_GLYPH = "▒"
+
+
+def output_text(trace: Trace) -> str:
+    """The decoded output as plain text, with every still-masked position shown as ▒.
+
+    A finished trace returns the tokenizer's answer text (meta['answer_text']). A stopped one
+    would lose its masked positions there ("2 +  = 9" reads like model output), so it is built
+    from the recorded token texts instead, one ▒ per masked position, up to the first
+    committed end-of-text token.
+    """
+    if trace.is_complete:
+        return str(trace.meta.get("answer_text", ""))
+    mask, stops = mask_token_id(trace), set(trace.stop_token_ids)
+    parts = []
+    for token in trace.final_tokens.tolist():
+        if token in stops:
+            break
+        parts.append(MASK_GLYPH if token == mask else trace.token_text(int(token)))
+    return "".join(parts)
