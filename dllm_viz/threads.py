@@ -47,7 +47,7 @@ def inference_threads(num_parameters: int, device: str, *, default_threads: int,
     if not device.startswith("cpu"):
         return ThreadChoice(default_threads, f"{default_threads} (torch default; the model runs on {device})")
     if num_parameters < SMALL_MODEL_PARAMETERS:
-        return ThreadChoice(1, f"1 (a {num_parameters / 1e6:.1f}M-parameter model is fastest on one thread)")
+        return ThreadChoice(1, f"1 (a model of {num_parameters:,} parameters is fastest on one thread)")
     return ThreadChoice(default_threads, f"{default_threads} (torch default for a "
                                          f"{num_parameters / 1e9:.1f}B-parameter model)")
 

@@ -18,6 +18,7 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import TASKS
 from pages.common import (
+    WALL_SPEEDUP,
     canvas_limit,
     check_prompt,
     comparison_rows,
@@ -87,8 +88,11 @@ def show_one(results: list) -> None:
     longest = max(t.nfe for t in results)
     st.dataframe(comparison_rows(dense, others), key="cmp_table", hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                for c in ("NFE speedup", "seconds", "wall speedup", "tokens/s", "tokens/step",
+                                for c in ("NFE speedup", "seconds", WALL_SPEEDUP, "tokens/s", "tokens/step",
                                           "policy overhead %")})
+    align = st.toggle("Align step axes", key="cmp_align", bind="query-params",
+                      help="off: each heatmap fills its own chart (a 5-step policy is readable); on: every chart "
+                           f"spans the longest run's {longest} steps, so heights compare")
     for column, trace in zip(st.columns(len(others)), others, strict=False):
         with column:
             st.markdown(f"**{trace.meta['label']}**")
@@ -97,7 +101,7 @@ def show_one(results: list) -> None:
             warn_if_cut_off(trace)
             st.html(diff_html(str(dense.meta["answer_text"]), str(trace.meta["answer_text"])))
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
-            st.plotly_chart(figures.share_step_axis(heatmap, longest),
+            st.plotly_chart(figures.share_step_axis(heatmap, longest) if align else heatmap,
                             key=f"cmp_heat_{trace.meta['label']}", theme=None)
     st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}")
     warn_if_cut_off(dense, "dense")

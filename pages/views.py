@@ -75,23 +75,28 @@ def with_playhead(fig: go.Figure, step: int) -> go.Figure:
 
 def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace | None = None) -> None:
     """Everything about one trace; `prefix` keeps widget keys apart between pages."""
-    metrics_row(trace, baseline=baseline)
     stop = trace.meta.get("stop_reason", "")
     if not trace.is_complete:
         st.warning(f"Partial trace ({stop}): {trace.nfe} forward passes recorded, "
-                   f"{int((trace.commit_step < 0).sum())} positions still masked.")
-    warn_if_cut_off(trace)
-    st.markdown(f"**Output** · {trace.meta.get('label', '')}")
-    st.code(str(trace.meta.get("answer_text", "")) or " ", language=None, wrap_lines=True)
+                   f"{int((trace.commit_step < 0).sum())} positions still masked (▒ in the output).")
     if trace.num_steps == 0:
+        metrics_row(trace, baseline=baseline)
         return
-    step = scrubber(trace, version, prefix)
-    st.html(figures.token_strip_html(trace, step))
+    # The heatmap comes first, so the first screen after Run shows it on a 1280x720 laptop; the
+    # output sits beside it and the numbers, scrubber and token strip follow.
     heat, side = st.columns(2)
     heat.plotly_chart(cached_figure(f"{prefix}heatmap", version, lambda: figures.confidence_heatmap(trace)),
                       key=f"{prefix}heatmap", theme=None)
+    with side:
+        warn_if_cut_off(trace)
+        st.markdown(f"**Output** · {trace.meta.get('label', '')}")
+        st.code(figures.output_text(trace) or " ", language=None, wrap_lines=True)
+        summary_slot = st.empty()  # filled once the scrubber has chosen the step
+    metrics_row(trace, baseline=baseline)
+    step = scrubber(trace, version, prefix)
+    st.html(figures.token_strip_html(trace, step))
     summary = cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace))
-    side.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
+    summary_slot.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
     views = policy_views(trace)
     if (trace.meta.get("pipeline", {}).get("block") or {}).get("name") == "adablock":
         st.plotly_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile", theme=None)

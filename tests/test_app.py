@@ -218,7 +218,11 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     assert dense.nfe == 32 and second.nfe == 16 and first.nfe < 32
     assert [m.value for m in at.metric if m.label == "NFE"] == [str(first.nfe), str(second.nfe)]
     heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
-    assert len(heatmaps) == 2 and heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
+    own = [h["layout"]["yaxis"].get("range") for h in heatmaps]
+    assert len(heatmaps) == 2 and own[0] != own[1]  # each on its own step axis by default
+    at.toggle(key="cmp_align").set_value(True).run()
+    heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
 
 
 def test_compare_on_a_prompt_set_reports_accuracy(dirs: dict[str, Path]) -> None:

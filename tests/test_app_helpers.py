@@ -11,7 +11,15 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.replay import agreement, replay
 from dllm_viz.trace import Trace, TraceFileError
-from pages.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
+from pages.common import (
+    OWN_PROMPT,
+    PromptError,
+    check_prompt,
+    comparison_rows,
+    diff_html,
+    prompt_query,
+    share_query,
+)
 from pages.export import npz_bytes, png_available, png_bytes, uploaded_trace
 from pages.sweep import parse_values, sweep_configs
 from pages.widgets import field_specs, parse_strings
@@ -85,8 +93,12 @@ def test_png_export_through_kaleido(dense: Trace) -> None:
 
 def test_share_query_names_the_decode_page_widgets(dense: Trace) -> None:
     query = share_query(dense)
+    prompt = {k: query.pop(k) for k in ("sample", "text") if k in query}
     assert query == {"gen": "32", "seed": "0", "rule": "fixed_steps", "remasking": "low_confidence",
                      "block": "fixed", "block_length": "16"}
+    # the prompt travels too: its text when it is not a bundled sample (prompt_input reads it back)
+    assert prompt == (prompt_query(dense.meta["prompt_text"]) if dense.meta.get("prompt_text") else {})
+    assert prompt_query("my own question") == {"sample": OWN_PROMPT, "text": "my own question"}
 
 
 @pytest.mark.parametrize(("text", "message"), [("", "empty"), ("  \n ", "empty"), ("x" * 4001, "at most 4000")])
