@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import sidebar
+from pages.url_params import warn_dropped_params
 
 PAGES = (
     ("pages/decode.py", "Decode", ":material/play_arrow:"),
@@ -26,6 +27,7 @@ def run() -> None:
     st.set_page_config(page_title="dllm-viz", page_icon="🧩", layout="wide")
     pages = [st.Page(path, title=title, icon=icon, default=i == 0) for i, (path, title, icon) in enumerate(PAGES)]
     page = st.navigation(pages, position="top")
+    warn_dropped_params(page.url_path)  # before the bound widgets drop the bad values
     sidebar()
     page.run()
 

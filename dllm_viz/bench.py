@@ -13,19 +13,22 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
+from dllm_viz.metrics import Aup, aup, frontier_position
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.base import parse_field
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
+from dllm_viz.sweep import Sweep
 from dllm_viz.tasks import Problem
 
 BASELINE = "dense"
 CACHE_MODES = ("none", "prefix", "dual")
-ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "seconds", "forward_seconds",
+ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "tokens", "seconds", "forward_seconds",
                "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off", "completion")
 
 
@@ -129,27 +132,36 @@ def run_bench(
     config: DecodeConfig,
     *,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    finished: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per (configuration, problem).
 
     Columns: see ROW_COLUMNS. `agrees_with_dense` compares the completion text with the
-    dense baseline's on the same prompt.
+    dense baseline's on the same prompt. `on_row` gets each row as soon as it is measured (the
+    CLI appends it to --out); `finished` holds rows of an interrupted run (`bench --resume`),
+    which are not run again and come first in the result.
 
     Raises:
         ValueError: `configs` has no "dense" entry (every ratio is against it).
     """
     if BASELINE not in configs:
         raise ValueError(f"configs must include the baseline {BASELINE!r}; got {sorted(configs)}")
+    finished = pd.DataFrame(columns=list(ROW_COLUMNS)) if finished is None else finished
+    done = set(zip(finished["config"].astype(str), finished["problem_id"].astype(str), strict=True))
+    dense_done = finished[finished["config"] == BASELINE].set_index("problem_id")["completion"]
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        dense_text = None
+        dense_text = dense_done.get(problem.problem_id)
+        dense_text = "" if dense_text is not None and pd.isna(dense_text) else dense_text
         for label in [BASELINE, *[k for k in configs if k != BASELINE]]:
+            if (label, problem.problem_id) in done:
+                continue
             result, _ = run_problem(adapter, problem, configs[label], config)
             if label == BASELINE:
                 dense_text = result.completion
             row = {
                 "config": label, "problem_id": result.problem_id, "task": result.task,
-                "correct": result.correct, "nfe": result.nfe, "seconds": result.seconds,
+                "correct": result.correct, "nfe": result.nfe, "tokens": result.tokens, "seconds": result.seconds,
                 "forward_seconds": result.forward_seconds,
                 "policy_seconds": result.policy_seconds,
                 "tokens_per_second": result.tokens_per_second,
@@ -159,7 +171,12 @@ def run_bench(
             rows.append(row)
             if on_row is not None:
                 on_row(row)
-    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    new = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    if finished.empty:
+        return new
+    if new.empty:
+        return finished[list(ROW_COLUMNS)].reset_index(drop=True)
+    return pd.concat([finished[list(ROW_COLUMNS)], new], ignore_index=True)
 
 
 def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +190,9 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     same_as_uncached (for a cached configuration such as `threshold+dual`: share of prompts
     whose output equals the same configuration's without the cache, when that ran too; NaN
     otherwise), cut_off (answers that filled the canvas without an end-of-text token: too short a
-    gen length, not necessarily a wrong policy), n.
+    gen length, not necessarily a wrong policy), tpf (answer tokens per forward pass, d3LLM's
+    TPF), aup (d3LLM's AUP of the curve from dense to the configuration, accuracy in percent and
+    y_max the run's best accuracy: dllm_viz/metrics.py), n.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -194,8 +213,54 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "same_as_uncached": pd.Series({label: _same_as_uncached(rows, str(label)) for label in totals.index}),
         "cut_off": (grouped["cut_off"].sum().astype(int) if "cut_off" in rows  # absent in CSVs of older runs
                     else pd.Series(0, index=totals.index)),
+        "tpf": _tpf(rows, totals["nfe"]),
+        "aup": _aup_from_dense(grouped["correct"].mean(), _tpf(rows, totals["nfe"])),
         "n": grouped.size(),
     })
+
+
+def _tpf(rows: pd.DataFrame, nfe: pd.Series) -> pd.Series:
+    """Answer tokens per forward pass per configuration (NaN for CSVs from before `tokens`)."""
+    if "tokens" not in rows:
+        return pd.Series(float("nan"), index=nfe.index)
+    return rows.groupby("config", sort=False)["tokens"].sum() / nfe
+
+
+def _aup_from_dense(accuracy: pd.Series, tpf: pd.Series) -> pd.Series:
+    """Each configuration's AUP over the two-point curve (dense, configuration); dense's own is rho * y."""
+    y_max = 100.0 * float(accuracy.max())
+    dense = (float(tpf[BASELINE]), 100.0 * float(accuracy[BASELINE]))
+    out = {}
+    for label in accuracy.index:
+        point = (float(tpf[label]), 100.0 * float(accuracy[label]))
+        curve = [dense] if label == BASELINE else [dense, point]
+        finite = all(np.isfinite(v) for p in curve for v in p)
+        out[label] = aup(curve, y_max).value if finite and y_max > 0 else float("nan")
+    return pd.Series(out)
+
+
+def summarize_sweep(summary: pd.DataFrame, sweep: Sweep) -> tuple[pd.DataFrame, Aup, pd.Series]:
+    """The sweep's frontier table, its AUP, and where each other configuration sits against it.
+
+    Returns:
+        (one row per swept value: knob value, accuracy, mean_nfe, tpf; the AUP of the sweep's
+        (TPF, accuracy %) points with y_max the run's best accuracy; per configuration outside
+        the sweep: "above" / "on" / "below" / "outside" the NFE-accuracy frontier).
+    """
+    swept = summary.loc[list(sweep.labels)]
+    table = pd.DataFrame({sweep.knob: sweep.values, "accuracy": swept["accuracy"].to_numpy(),
+                          "mean_nfe": swept["mean_nfe"].to_numpy(), "tpf": swept["tpf"].to_numpy()},
+                         index=list(sweep.labels))  # fmt: skip
+    y_max = 100.0 * float(summary["accuracy"].max())
+    points = [(float(r), 100.0 * float(y)) for r, y in zip(swept["tpf"], swept["accuracy"], strict=True)]
+    area = aup(points, y_max) if y_max > 0 and all(np.isfinite(p).all() for p in np.array(points)) else Aup(
+        float("nan"), 0)  # fmt: skip
+    frontier = [(float(n), 100.0 * float(y)) for n, y in zip(swept["mean_nfe"], swept["accuracy"], strict=True)]
+    others = [label for label in summary.index if label not in sweep.labels]
+    positions = pd.Series({label: frontier_position(float(summary.loc[label, "mean_nfe"]),
+                                                    100.0 * float(summary.loc[label, "accuracy"]), frontier)
+                           for label in others}, dtype=object)  # fmt: skip
+    return table, area, positions
 
 
 def cut_off_warning(summary: pd.DataFrame) -> str | None:

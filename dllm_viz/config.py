@@ -7,6 +7,7 @@ LLaDA EOS flags. It knows nothing about models or tokens.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -43,8 +44,8 @@ class DecodeConfig:
             raise ValueError(
                 f"`gen_length` must be an integer in [1, {MAX_GEN_LENGTH}], got {self.gen_length!r}"
             )
-        if not self.temperature >= 0.0:
-            raise ValueError(f"`temperature` must be >= 0, got {self.temperature!r}")
+        if isinstance(self.temperature, bool) or not (math.isfinite(self.temperature) and self.temperature >= 0.0):
+            raise ValueError(f"`temperature` must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"`max_steps` must be >= 1 or None, got {self.max_steps!r}")
         if self.softmax_dtype not in ("float64", "float32"):

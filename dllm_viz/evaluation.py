@@ -15,9 +15,12 @@ from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems
+from dllm_viz.tasks.export_sets import HELDOUT_SEED
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
+# Held-out problems generated for a task without a bundled file (one hard family on its own).
+GENERATED_HELDOUT = 500
 
 
 CUT_OFF_NOTE = "filled the whole canvas without an end-of-text token; they may be wrong only for lack of room"
@@ -40,6 +43,7 @@ class ProblemResult:
         complete: every position was committed.
         cut_off: the answer ran out of canvas (Trace.cut_off), so a wrong answer may only be
             too short a gen length.
+        tokens: committed answer tokens that are not end-of-text (what TPF counts).
     """
 
     problem_id: str
@@ -53,6 +57,7 @@ class ProblemResult:
     completion: str
     complete: bool
     cut_off: bool = False
+    tokens: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
@@ -81,9 +86,15 @@ class EvalSummary:
 
 
 def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
-    """The bundled held-out set of `task` (sample_prompts/<task>_heldout.jsonl), first n."""
-    get_task(task)
+    """The held-out set of `task`, first n: the bundled sample_prompts/<task>_heldout.jsonl where
+    there is one (arith, code, hard), else generated from the held-out split with the export seed
+    (each hard family on its own, e.g. `hard/chain` or `parallelbench/shuffle`: GENERATED_HELDOUT
+    problems unless `n` asks for another count).
+    """
+    generator = get_task(task)
     path = SAMPLE_DIR / f"{task}_heldout.jsonl"
+    if not path.is_file():
+        return generator.generate(GENERATED_HELDOUT if n is None else n, seed=HELDOUT_SEED, split="heldout")
     problems = load_problems(path)
     return problems if n is None else problems[:n]
 
@@ -133,6 +144,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         completion=completion,
         complete=trace.is_complete,
         cut_off=trace.cut_off,
+        tokens=int(trace.summary()["tokens"]),
     )
     return result, trace
 

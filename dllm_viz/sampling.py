@@ -121,3 +121,77 @@ def summarize_rows(
         margin=top2[:, 0] - top2[:, 1],
         entropy=entropy,
     )
+
+
+def filter_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
+    """Logits outside each row's `top_k` largest set to the dtype's minimum (ties at the k-th kept).
+
+    None, 0 or k >= vocabulary keeps every token. The dtype minimum rather than -inf matches
+    diffusers' BlockRefinementScheduler, so a later softmax sees exactly the same numbers.
+    """
+    if top_k is None or top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth_largest = logits.topk(top_k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth_largest, torch.finfo(logits.dtype).min)
+
+
+def filter_top_p(logits: torch.Tensor, top_p: float | None) -> torch.Tensor:
+    """Nucleus filtering: keep each row's most likely tokens until their mass first exceeds `top_p`.
+
+    The token that crosses `top_p` is kept (the mask is shifted right by one), the top token
+    always is; None or 1 keeps every token.
+    """
+    if top_p is None or top_p >= 1.0:
+        return logits
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"`top_p` must be in (0, 1], got {top_p!r}")
+    ordered, order = torch.sort(logits, dim=-1, descending=True)
+    beyond = torch.softmax(ordered, dim=-1).cumsum(dim=-1) > float(top_p)
+    drop = torch.zeros_like(beyond)
+    drop[..., 1:] = beyond[..., :-1]
+    ordered = ordered.masked_fill(drop, torch.finfo(ordered.dtype).min)
+    return logits.scatter(-1, order, ordered)
+
+
+def multinomial_candidates(
+    logits: torch.Tensor,
+    *,
+    temperature: float,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Candidates and their confidence the way LLaDA2.x's reference sampler draws them.
+
+    temperature 0 is greedy: the argmax of the raw logits, with its float32 softmax probability
+    (top-k / top-p are ignored, as in the reference). Otherwise the logits are divided by the
+    temperature, filtered by top-k then top-p, and one token per row is drawn by a single
+    `torch.multinomial` call over all rows from `generator`; the confidence is the drawn token's
+    probability under that tempered, filtered distribution, not under the raw softmax.
+    Reproducing the reference draw for draw needs the same rows in the same order (the whole
+    block, one call per pass) and the same vocabulary size: each row consumes vocabulary-many
+    exponential variates from the generator.
+
+    Args:
+        logits: rows x vocabulary (any leading shape; flattened to rows in C order).
+        temperature: >= 0.
+        top_k: keep the k largest logits per row; None or 0 keeps all.
+        top_p: nucleus mass in (0, 1]; None keeps all.
+        generator: the RNG the draws come from (only used when temperature > 0).
+
+    Returns:
+        (candidate long tensor, confidence float32 tensor), both of the logits' leading shape.
+    """
+    if not temperature >= 0.0:
+        raise ValueError(f"`temperature` must be >= 0 (0 = greedy), got {temperature!r}")
+    rows = logits.reshape(-1, logits.shape[-1])
+    if temperature == 0.0:
+        probs = torch.softmax(rows.float(), dim=-1)
+        candidate = rows.argmax(dim=-1)
+    else:
+        scaled = rows if temperature == 1.0 else rows / temperature
+        probs = torch.softmax(filter_top_p(filter_top_k(scaled, top_k), top_p).float(), dim=-1)
+        candidate = torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]
+    confidence = probs.gather(-1, candidate[:, None])[:, 0]
+    shape = logits.shape[:-1]
+    return candidate.view(shape), confidence.view(shape)

@@ -14,6 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from dllm_viz.trace_files import TraceSaveError, write_npz
+from dllm_viz.trace_validation import TraceFileError, check_archive, check_declared, check_meta, check_values
+
+__all__ = ["PASS_KINDS", "SCHEMA_VERSION", "Trace", "TraceBuilder", "TraceFileError", "TraceSaveError", "load_trace"]
+
 SCHEMA_VERSION = 1
 PASS_KINDS: tuple[str, ...] = ("full", "prefix_cached", "dual_cached")
 _META_KEY = "__meta_json__"
@@ -41,10 +46,6 @@ _FIELDS: dict[str, tuple[type, str]] = {
 # Fields added after traces were first saved: files (and callers) without them get NaN ("not
 # measured") instead of being refused.
 _OPTIONAL_FIELDS = ("policy_seconds",)
-
-
-class TraceFileError(ValueError):
-    """A file that is not a readable dllm_viz trace; the message names the file and the fix."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,7 +183,7 @@ class Trace:
         return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
 
     def summary(self) -> dict[str, float]:
-        """Headline numbers: NFE, wall seconds, tokens/s, tokens per step and policy overhead.
+        """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step and policy overhead.
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
         over the wall time of the decode loop. policy_overhead is the time inside the
@@ -195,6 +196,7 @@ class Trace:
         return {
             "nfe": float(self.nfe),
             "seconds": seconds,
+            "tokens": float(answer),
             "tokens_per_second": answer / seconds if seconds > 0 else 0.0,
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
             "policy_overhead": self._policy_overhead(),
@@ -212,8 +214,16 @@ class Trace:
         return str(self.meta.get("token_text", {}).get(str(int(token_id)), "?"))
 
     # ---- persistence ---------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write this trace as a compressed .npz (arrays + JSON metadata, no pickle)."""
+    def save(self, path: str | Path, *, overwrite: bool = True) -> Path:
+        """Write this trace as a compressed .npz (arrays + JSON metadata, no pickle).
+
+        With `overwrite=False` an existing file is never replaced (the CLI without --force,
+        the Traces page). A failed write leaves nothing behind (trace_files.write_npz).
+
+        Raises:
+            TraceSaveError: the file exists (overwrite=False), its folder cannot be made, the
+                path is a directory, or the disk is full; the message names the path and the fix.
+        """
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
@@ -221,54 +231,66 @@ class Trace:
         arrays.update({_EXTRA_PREFIX + k: v for k, v in self.extras.items()})
         meta = {"schema_version": SCHEMA_VERSION, **self.meta}
         arrays[_META_KEY] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        tmp.replace(path)
-        return path
+        return write_npz(path, arrays, overwrite=overwrite)
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a trace written by `Trace.save`.
+    """Read a trace written by `Trace.save`, checking it before trusting it (trace_validation).
+
+    Sizes are checked from the zip directory and the .npy headers before any array is read, so
+    a crafted file costs at most the cap ($DLLM_VIZ_MAX_TRACE_MB); then metadata types and
+    array value ranges. Messages name the file by its name only (they reach browsers).
 
     Raises:
-        TraceFileError: the file is missing, not an .npz, not a dllm_viz trace, from a newer
-            schema, or its arrays are inconsistent. The message names the file and the fix.
+        TraceFileError: the file is missing, not an .npz, not a dllm_viz trace, too large, from
+            a newer schema, or holds a field of the wrong type, shape or range. The message
+            names the file, the field and the fix.
     """
     path = Path(path)
+    name = path.name
     if not path.is_file():
-        raise TraceFileError(f"trace file {str(path)!r} does not exist; check the path")
+        raise TraceFileError(f"trace file {name!r} does not exist; check the path")
+    declared = check_archive(path)
+    ranks = {field: len(kind.replace("1", "")) for field, (_, kind) in _FIELDS.items()}
+    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise TraceFileError(
-            f"{str(path)!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
+            f"{name!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
             "save traces with Trace.save or `python -m dllm_viz decode --save`"
         ) from None
     if _META_KEY not in arrays:
         raise TraceFileError(
-            f"{str(path)!r} is an .npz file but not a dllm_viz trace (no metadata entry); "
+            f"{name!r} is an .npz file but not a dllm_viz trace (no metadata entry); "
             "load a file written by Trace.save"
         )
     try:
         meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceFileError(f"{str(path)!r} has corrupt trace metadata ({exc})") from None
-    version = meta.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise TraceFileError(
-            f"{str(path)!r} has trace schema {version!r}; this dllm_viz reads up to "
-            f"{SCHEMA_VERSION}: upgrade dllm_viz"
-        )
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise TraceFileError(f"{name!r} has corrupt trace metadata ({exc.__class__.__name__}); "
+                             "the file is damaged: save it again") from None
+    check_meta(meta, name, SCHEMA_VERSION)
     missing = sorted(set(_FIELDS) - set(arrays) - set(_OPTIONAL_FIELDS))
     if missing:
-        raise TraceFileError(f"{str(path)!r} lacks trace arrays {missing}; the file is truncated")
+        raise TraceFileError(f"{name!r} lacks trace arrays {missing}; the file is truncated")
     extras = {k[len(_EXTRA_PREFIX) :]: v for k, v in arrays.items() if k.startswith(_EXTRA_PREFIX)}
     try:
-        return Trace(**{name: arrays[name] for name in _FIELDS if name in arrays}, extras=extras, meta=meta)
+        with np.errstate(invalid="ignore", over="ignore"):
+            trace = Trace(**{f: arrays[f] for f in _FIELDS if f in arrays}, extras=extras, meta=meta)
     except ValueError as exc:
-        raise TraceFileError(f"{str(path)!r} holds an inconsistent trace: {exc}") from None
+        raise TraceFileError(f"{name!r} holds an inconsistent trace: {exc}") from None
+    reasons = meta.get("reason_names") or _current_reasons()
+    values = {field: getattr(trace, field) for field in _FIELDS}
+    check_values(values, meta, name, reasons, meta.get("pass_kind_names") or PASS_KINDS)
+    return trace
+
+
+def _current_reasons() -> tuple[str, ...]:
+    from dllm_viz.policies.base import COMMIT_REASONS  # numpy-only module; lazy keeps trace torch-free
+
+    return COMMIT_REASONS
 
 
 class TraceBuilder:

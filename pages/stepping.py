@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dllm_viz.stepper import Stepper
+from pages.autosave import AUTOSAVE_EVERY, autosave
 from pages.common import model_turn, set_trace
 
 
@@ -26,6 +27,7 @@ def show_latest() -> None:
         trace = stepper.trace()
     set_trace(trace)
     st.session_state["trace_of"] = (id(stepper), trace.nfe)
+    autosave(trace, force=stepper.done)
 
 
 def advance(stepper: Stepper) -> str | None:
@@ -48,6 +50,8 @@ def run_to_end(stepper: Stepper) -> None:
     try:
         with model_turn():
             while stepper.step() is not None:
+                if stepper.nfe % AUTOSAVE_EVERY == 0:  # a reload mid-run keeps the steps so far
+                    autosave(stepper.trace())
                 bar.progress(stepper.progress, text=f"NFE {stepper.nfe}")  # a yield point: Stop lands here
     except ValueError as exc:
         st.error(f"Cannot decode: {exc}")

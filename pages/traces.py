@@ -14,7 +14,8 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dllm_viz import figures
-from dllm_viz.trace import Trace, TraceFileError, load_trace
+from dllm_viz.trace import Trace, TraceFileError, TraceSaveError, load_trace
+from dllm_viz.trace_files import trace_files
 from pages.common import require_app_frame, set_trace, share_query, trace_dir
 from pages.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
 from pages.views import trace_view
@@ -36,10 +37,11 @@ with st.expander("Save a trace from this session", expanded=True):
             target = folder / f"{(name or '').removesuffix('.npz')}.npz"
             if not re.fullmatch(r"[\w.-]+", (name or "").removesuffix(".npz")):
                 st.error(f"The file name {name!r} is not usable; use letters, digits, '_', '-' or '.'.")
-            elif target.exists():
-                st.error(f"{target} already exists; choose another name (saving never overwrites a trace).")
             else:
-                st.success(f"Saved {current[label].save(target)}")
+                try:
+                    st.success(f"Saved {current[label].save(target, overwrite=False)}")
+                except TraceSaveError as exc:  # exists already, folder is a file, disk full, ...
+                    st.error(f"Not saved: {exc}")
 
 with st.expander("Open a trace file from your computer"):
     upload = st.file_uploader("A .npz trace", type=["npz"], key="traces_upload")
@@ -51,7 +53,7 @@ with st.expander("Open a trace file from your computer"):
         except TraceFileError as exc:
             st.error(f"Could not read the uploaded file: {exc}")
 
-files = sorted(p.name for p in folder.glob("*.npz")) if folder.is_dir() else []
+files = trace_files(folder)
 st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {folder}")
 chosen = st.selectbox("Open", ["(none)", *files], key="file", bind="query-params",
                       help="the file name goes into the address bar, so a link reopens this trace")

@@ -121,3 +121,137 @@ def build_dream(directory: Path, *, seed: int = 0) -> tuple[Path, Qwen2ForCausal
            "pad_token_id": tokenizer.pad_token_id}
     (directory / "config.json").write_text(json.dumps(cfg, indent=2))
     return directory, model
+
+
+BLOCK_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|MASK|>"]
+
+
+def _block_tokenizer(directory: Path) -> PreTrainedTokenizerFast:
+    tokenizer = char_tokenizer(BLOCK_SPECIALS, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                               mask_token="<|MASK|>")
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+def _save(model: torch.nn.Module, directory: Path) -> None:
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
+
+
+def build_sdar(directory: Path, *, block_size: int = 4, seed: int = 0) -> tuple[Path, torch.nn.Module]:
+    """A random checkpoint in SDAR's published layout (config keys as in JetLM/SDAR-1.7B-Chat)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _block_tokenizer(directory)
+    torch.manual_seed(seed)
+    qcfg = Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                       tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    model = Qwen3ForCausalLM(qcfg).eval()
+    _save(model, directory)
+    cfg = {"architectures": ["SDARForCausalLM"], "model_type": "sdar",
+           "auto_map": {"AutoConfig": "configuration_sdar.SDARConfig",
+                        "AutoModelForCausalLM": "modeling_sdar.SDARForCausalLM"},
+           "attention_bias": False, "attn_implementation": "flex_attention", "block_size": block_size,
+           "mask_token_id": tokenizer.mask_token_id, "eos_token_id": tokenizer.eos_token_id,
+           "bos_token_id": tokenizer.eos_token_id, "fuse_cross_entropy": True, "head_dim": 8, "hidden_act": "silu",
+           "hidden_size": 32, "intermediate_size": 64, "max_position_embeddings": 512, "num_attention_heads": 4,
+           "num_hidden_layers": 2, "num_key_value_heads": 2, "rms_norm_eps": qcfg.rms_norm_eps, "rope_scaling": None,
+           "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": False, "use_sliding_window": False,
+           "vocab_size": len(tokenizer)}
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
+    return directory, model
+
+
+def build_fast_dllm_v2(directory: Path, *, bd_size: int = 8, seed: int = 0) -> tuple[Path, torch.nn.Module]:
+    """A random checkpoint in Fast-dLLM v2's published layout (Qwen2 weights, `bd_size`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _block_tokenizer(directory)
+    torch.manual_seed(seed)
+    qcfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                       tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    model = Qwen2ForCausalLM(qcfg).eval()
+    _save(model, directory)
+    cfg = {"architectures": ["Fast_dLLM_QwenForCausalLM"], "model_type": "Fast_dLLM_Qwen", "bd_size": bd_size,
+           "auto_map": {"AutoConfig": "configuration.Fast_dLLM_QwenConfig",
+                        "AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM"},
+           "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "max_position_embeddings": 512, "rms_norm_eps": qcfg.rms_norm_eps,
+           "rope_theta": 1000000.0, "tie_word_embeddings": False, "use_sliding_window": False,
+           "layer_types": ["full_attention", "full_attention"], "vocab_size": len(tokenizer),
+           "eos_token_id": tokenizer.eos_token_id}
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
+    return directory, model
+
+
+def build_block_llama(directory: Path, *, block_length: int = 4, seed: int = 0,
+                      head_scale: float = 1.0) -> tuple[Path, torch.nn.Module]:
+    """A generic block-causal conversion: a plain Llama config plus `block_size` and `mask_token_id`.
+
+    `head_scale` multiplies the output layer: a random model's confidences are all near 1/vocab;
+    about 60 spreads them over (0, 1) so thresholds, edits and EOS stops all happen.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _block_tokenizer(directory)
+    torch.manual_seed(seed)
+    lcfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                       tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id,
+                       pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    model = LlamaForCausalLM(lcfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(head_scale)
+    _save(model, directory)
+    raw = lcfg.to_dict()
+    raw.update(block_size=block_length, mask_token_id=tokenizer.mask_token_id, architectures=["LlamaForCausalLM"])
+    (directory / "config.json").write_text(json.dumps(raw, indent=2))
+    return directory, model
+
+
+def build_llada2(directory: Path, *, seed: int = 0) -> Path:
+    """A random checkpoint in LLaDA2.x's published layout: config keys and parameter names as released.
+
+    One dense layer then one MoE layer (first_k_dense_replace = 1), fused QKV, QK-norm, sigmoid
+    router with expert bias, one shared expert. No modeling code is written (it is theirs).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _block_tokenizer(directory)
+    h, heads, kv, hd, inter, moe_inter, experts = 32, 4, 2, 8, 64, 16, 4
+    cfg = {"architectures": ["LLaDA2MoeModelLM"], "model_type": "llada2_moe",
+           "auto_map": {"AutoConfig": "configuration_llada2_moe.LLaDA2MoeConfig",
+                        "AutoModel": "modeling_llada2_moe.LLaDA2MoeModel",
+                        "AutoModelForCausalLM": "modeling_llada2_moe.LLaDA2MoeModelLM"},
+           "hidden_size": h, "num_hidden_layers": 2, "num_attention_heads": heads, "num_key_value_heads": kv,
+           "head_dim": hd, "intermediate_size": inter, "moe_intermediate_size": moe_inter, "num_experts": experts,
+           "num_experts_per_tok": 2, "num_shared_experts": 1, "n_group": 2, "topk_group": 1,
+           "first_k_dense_replace": 1, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+           "score_function": "sigmoid", "moe_router_enable_expert_bias": True, "use_qk_norm": True,
+           "use_qkv_bias": False, "use_bias": False, "partial_rotary_factor": 0.5, "rope_theta": 600000,
+           "rms_norm_eps": 1e-6, "max_position_embeddings": 512, "tie_word_embeddings": False, "hidden_act": "silu",
+           "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
+    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * 0.2
+
+    state = {"model.word_embeddings.weight": rnd(len(tokenizer), h), "model.norm.weight": 1 + rnd(h),
+             "lm_head.weight": rnd(len(tokenizer), h)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        state |= {p + "input_layernorm.weight": 1 + rnd(h), p + "post_attention_layernorm.weight": 1 + rnd(h),
+                  p + "attention.query_key_value.weight": rnd((heads + 2 * kv) * hd, h),
+                  p + "attention.query_layernorm.weight": 1 + rnd(hd),
+                  p + "attention.key_layernorm.weight": 1 + rnd(hd),
+                  p + "attention.dense.weight": rnd(h, heads * hd)}
+        mlps = [p + "mlp."] if i == 0 else [*(p + f"mlp.experts.{e}." for e in range(experts)),
+                                             p + "mlp.shared_experts."]
+        width = inter if i == 0 else moe_inter
+        for m in mlps:
+            state |= {m + "gate_proj.weight": rnd(width, h), m + "up_proj.weight": rnd(width, h),
+                      m + "down_proj.weight": rnd(h, width)}
+        if i > 0:
+            state |= {p + "mlp.gate.weight": rnd(experts, h), p + "mlp.gate.expert_bias": rnd(experts)}
+    save_file(state, str(directory / "model.safetensors"))
+    return directory

@@ -48,7 +48,8 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert summary.loc["dense", "nfe_speedup"] == 1.0 and summary.loc["dense", "wall_speedup"] == 1.0
     assert summary.loc["threshold", "mean_nfe"] <= 16
     assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
-                                    "agreement", "overhead", "engine_overhead", "same_as_uncached", "cut_off", "n"}
+                                    "agreement", "overhead", "engine_overhead", "same_as_uncached", "cut_off",
+                                    "tpf", "aup", "n"}
     dense_rows = rows[rows["config"] == "dense"].set_index("problem_id")["completion"]
     dual_rows = rows[rows["config"] == "dense+dual"].set_index("problem_id")["completion"]
     assert summary.loc["dense+dual", "same_as_uncached"] == pytest.approx((dense_rows == dual_rows).mean())
@@ -151,5 +152,7 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
     assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[:2]]
     assert f"prompts={prompts} n=2" in capsys.readouterr().out
     status = main(["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--skip", "1",
-                   "--n", "5", "--policies", "dense", "--gen-length", "16", "--block-length", "8", "--out", str(out)])
-    assert status == 0 and pd.read_csv(out)["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
+                   "--n", "5", "--policies", "dense", "--gen-length", "16", "--block-length", "8",
+                   "--out", str(out.with_name("rows2.csv"))])  # an existing --out is never overwritten
+    assert status == 0
+    assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]

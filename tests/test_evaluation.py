@@ -86,3 +86,24 @@ def test_take_slices_after_skipping() -> None:
 def test_eval_cli_rejects_bad_n(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--model", str(tiny_dir), "--n", "0", "--device", "cpu"]) == 2
     assert "--n" in capsys.readouterr().err
+
+
+def test_hard_sets_come_from_the_bundled_file_or_the_held_out_generator() -> None:
+    from dllm_viz.evaluation import heldout_problems
+    from dllm_viz.tasks.base import split_of
+
+    hard = heldout_problems("hard")
+    assert len(hard) == 500 and len({p.task for p in hard}) == 14
+    copies = heldout_problems("parallelbench/copy", 7)
+    assert copies == heldout_problems("parallelbench/copy", 7) and len(copies) == 7
+    assert {p.task for p in copies} == {"parallelbench/copy"}
+    assert all(split_of(p.problem_id) == "heldout" for p in copies)
+    with pytest.raises(ValueError, match="unknown task 'hard/none'"):
+        heldout_problems("hard/none")
+
+
+def test_eval_cli_takes_a_hard_family(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["eval", "--model", str(tiny_dir), "--task", "parallelbench/sudoku", "--n", "2", "--policy",
+                   "threshold", "--gen-length", "32", "--block-length", "32", "--device", "cpu", "--quiet"])
+    assert status == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("accuracy=")

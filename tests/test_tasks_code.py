@@ -9,6 +9,7 @@ import pytest
 from dllm_viz.tasks import TASKS, dump_problems, get_task, load_problems
 from dllm_viz.tasks.base import split_of
 from dllm_viz.tasks.code import CodeTask
+from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
 
@@ -40,8 +41,9 @@ def test_reference_passes_and_wrong_bodies_fail() -> None:
 
 
 def test_get_task_names_bad_and_valid_names() -> None:
-    assert set(TASKS) == {"arith", "code", "gsm8k", "humaneval"}
-    with pytest.raises(ValueError, match=r"'math'.*\['arith', 'code', 'gsm8k', 'humaneval'\]"):
+    families = {"hard/chain", "hard/breadth"} | {f"parallelbench/{op}" for op in LIST_OPS + PUZZLES}
+    assert set(TASKS) == {"arith", "code", "gsm8k", "humaneval", "hard"} | families
+    with pytest.raises(ValueError, match=r"'math'.*\['arith', 'code', 'gsm8k', 'hard', 'hard/breadth'"):
         get_task("math")
 
 

@@ -36,6 +36,7 @@ TINY = TrainConfig(
     max_steps=3,
     eval_every=3,
     eval_arith=8,
+    eval_hard=4,
     eval_code=4,
     log_every=1,
     warmup_steps=2,

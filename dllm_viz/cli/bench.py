@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, policy_fields
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    check_options_apply,
+    decode_config,
+    policy_fields,
+)
+from dllm_viz.cli.results import ResultsFile
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "speedups vs dense, tokens/s, agreement with dense, policy overhead (time inside the policy's "
                     "calls per forward time) and engine overhead (the loop's own bookkeeping).")
     parser.add_argument("--tasks", default="arith",
-                        help="comma-separated tasks: arith,code,gsm8k,humaneval (default: arith)")
+                        help="comma-separated tasks: arith,code (easy), hard or its families hard/chain, "
+                             "hard/breadth, parallelbench/<op> (docs/TESTBED.md), gsm8k,humaneval (default: arith)")
     parser.add_argument("--data", type=Path, action="append", default=None,
                         help="data file (or 'hub') for gsm8k / humaneval (repeat for both; matched by task order)")
     parser.add_argument("--n", type=int, default=20, help="problems per task (default: 20)")
@@ -34,7 +42,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--caches", default=None,
                         help="comma-separated cache modes (none,prefix,dual) to cross with every configuration "
                              "that names none; e.g. --caches none,dual")
-    parser.add_argument("--out", type=Path, default=None, help="write one CSV row per (configuration, problem)")
+    parser.add_argument("--sweep", default=None,
+                        help="one configuration with one knob over a range, name=lo:hi:count, e.g. "
+                             "'threshold(threshold=0.5:0.99:8)': its points run beside --policies and the "
+                             "summary adds the knob's NFE-accuracy frontier, its AUP, and where every other "
+                             "configuration sits against it (above / on / below)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write the NFE-vs-accuracy chart of every configuration (sweep frontier "
+                             "included) to this .html file")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write one CSV row per (configuration, problem), each as soon as it is measured "
+                             "(never replaces an existing file)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted --out file: skip the rows it already holds (same settings "
+                             "required)")
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -42,50 +63,124 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
-    from dllm_viz.bench import parse_config, run_bench, split_configs, summarize_bench, uncached_label
-    from dllm_viz.evaluation import take, task_problems
+    import pandas as pd
+
+    from dllm_viz.bench import ROW_COLUMNS, run_bench, summarize_bench, summarize_sweep
     from dllm_viz.models import load
-    from dllm_viz.tasks import load_problems
+    from dllm_viz.sweep import parse_sweep
 
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
+    if args.resume and args.out is None:
+        raise ValueError("--resume continues an --out file; pass --out PATH as well")
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    if args.plot is not None and args.plot.suffix != ".html":
+        raise ValueError(f"`--plot` writes an .html chart, got {str(args.plot)!r}; name it e.g. frontier.html")
+    configs = _configs(args, list(sweep.labels) if sweep else [])
+    config = decode_config(args)
+    for pipe in configs.values():
+        pipe.validate(config.gen_length)
+    problems = _problems(args)
+    settings = {"command": "bench", "model": args.model, "problems": [p.problem_id for p in problems],
+                "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
+    out = ResultsFile(args.out, settings, resume=args.resume, columns=ROW_COLUMNS) if args.out is not None else None
+    finished = _typed(pd.DataFrame(out.rows, columns=list(ROW_COLUMNS))) if out is not None and out.rows else None
+    total = len(problems) * len(configs)
+    done = 0 if finished is None else len(finished)
+    if done:
+        print(f"resuming {args.out}: {done} of {total} rows already done", file=sys.stderr)
+
+    def progress(row: dict) -> None:
+        nonlocal done
+        done += 1
+        if out is not None:
+            out.append(row)
+        print(f"[{done}/{total}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
+              file=sys.stderr, flush=True)
+
+    try:
+        adapter = (load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+                   if done < total else None)
+        rows = run_bench(adapter, problems, configs, config, on_row=progress, finished=finished)  # type: ignore[arg-type]
+    finally:
+        if out is not None:
+            out.close()
+    summary = summarize_bench(rows)
+    source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
+    print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
+    print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    if sweep is not None:
+        table, area, positions = summarize_sweep(summary, sweep)
+        print(f"sweep {sweep.spec}: frontier of {sweep.knob}")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        dropped = f" ({area.dropped} points over 5 below the slowest left out)" if area.dropped else ""
+        print(f"sweep AUP={area.value:.1f}{dropped}")
+        for label, where in positions.items():
+            print(f"{label}: {where} the {sweep.knob} frontier")
+    if args.plot is not None:
+        from dllm_viz.figures.compare import nfe_accuracy_scatter
+
+        records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
+        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _typed(rows):  # type: ignore[no-untyped-def]
+    """Rows read back from the csv (all strings) with run_bench's types; texts stay texts ("11" is not 11)."""
+    import pandas as pd
+
+    for column in ("correct", "agrees_with_dense", "complete", "cut_off"):
+        rows[column] = rows[column].map({"True": True, "False": False})
+    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second"):
+        rows[column] = pd.to_numeric(rows[column])
+    return rows
+
+
+def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignore[type-arg]
+    """Label -> Pipeline of every configuration (and `swept` point) crossed with every cache; refuses
+    flags none of them uses."""
+    from dllm_viz.bench import parse_config, split_configs, uncached_label
+
     options = {name: getattr(args, name, None) for name in policy_fields()}
     names = split_configs(args.policies)
+    names += [label for label in swept if label not in names]
+    if not names:
+        raise ValueError(f"--policies {args.policies!r} names no configuration; give e.g. dense,threshold")
     if "dense" not in names:
         names.insert(0, "dense")  # the baseline every ratio is measured against
-    caches = [c.strip() for c in args.caches.split(",")] if args.caches else [None]
+    caches = [None]
+    if args.caches is not None:
+        caches = [c.strip() for c in args.caches.split(",") if c.strip()]
+        if not caches:
+            raise ValueError(f"--caches {args.caches!r} names no cache mode; give e.g. none,dual")
     configs = {}
     for name in names:
         for cache in caches:
             label = name if cache in (None, "none") or uncached_label(name) is not None else f"{name}+{cache}"
             configs[label] = parse_config(label, options)
-    config = decode_config(args)
-    for pipeline in configs.values():
-        pipeline.validate(config.gen_length)
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    files = iter(args.data or [])
+    check_options_apply(args, list(configs.values()))
+    return configs
+
+
+def _problems(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    """The prompt file's or the tasks' problems; an empty set is an error, not an empty table."""
+    from dllm_viz.evaluation import take, task_problems
+    from dllm_viz.tasks import load_problems
+
     if args.prompts is not None:
         problems = take(load_problems(args.prompts), args.skip, args.n)
-    else:
-        problems = [p for task in tasks
-                    for p in take(task_problems(task, args.skip + args.n,
-                                                next(files, None) if task in ("gsm8k", "humaneval") else None),
-                                  args.skip, args.n)]
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    total = len(problems) * len(configs)
-    done = 0
-
-    def progress(row: dict) -> None:
-        nonlocal done
-        done += 1
-        print(f"[{done}/{total}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
-              file=sys.stderr, flush=True)
-
-    rows = run_bench(adapter, problems, configs, config, on_row=progress)
-    if args.out is not None:
-        rows.to_csv(args.out, index=False)
-    summary = summarize_bench(rows)
-    source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
-    print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
-    print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
-    return 0
+        if not problems:
+            raise ValueError(f"--prompts {str(args.prompts)!r} has no problems; give a jsonl file with at least one")
+        return problems
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not tasks:
+        raise ValueError(f"--tasks {args.tasks!r} names no task; give e.g. arith or arith,code")
+    files = iter(args.data or [])
+    problems = [p for task in tasks
+                for p in take(task_problems(task, args.skip + args.n,
+                                            next(files, None) if task in ("gsm8k", "humaneval") else None),
+                              args.skip, args.n)]
+    if not problems:
+        raise ValueError(f"--tasks {args.tasks!r} gave no problems; check --n, --skip and --data")
+    return problems

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+from dllm_viz.writable import check_writable
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--prompt", required=True, help="the prompt text (the model's template is applied)")
     parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                         help="apply the tokenizer's chat template (default: when it has one)")
-    parser.add_argument("--save", type=Path, default=None, help="write the trace to this .npz file")
+    parser.add_argument("--save", type=Path, default=None,
+                        help="write the trace to this .npz file (an existing file only with --force)")
+    parser.add_argument("--force", action="store_true", help="let --save replace an existing file")
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -29,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)  # fail on bad options before loading weights
+    if args.save is not None:
+        check_save_target(args.save, force=args.force)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     prompt_ids = adapter.encode_prompt(args.prompt, chat=args.chat)
     trace = decode(adapter, prompt_ids, pipe, config, prompt_text=args.prompt)
@@ -38,5 +43,17 @@ def run(args: argparse.Namespace) -> int:
           f"tokens/s={summary['tokens_per_second']:.1f} tokens/step={summary['tokens_per_step']:.2f} "
           f"policy_overhead={100 * summary['policy_overhead']:.2f}% stop={trace.meta['stop_reason']}")
     if args.save is not None:
-        print(f"saved {trace.save(args.save)}")
+        print(f"saved {trace.save(args.save, overwrite=args.force)}")
     return 0
+
+
+def check_save_target(path: Path, *, force: bool) -> None:
+    """Refuse a --save that would fail or replace a trace, before the decode runs.
+
+    Raises:
+        ValueError: the file exists without --force, or its folder is not writable.
+    """
+    target = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+    if target.is_file() and not force:
+        raise ValueError(f"--save {str(target)!r} already exists; pass --force to replace it or choose another name")
+    check_writable(target, "--save")

@@ -6,11 +6,12 @@ The last line is `accuracy=<fraction> n=<count> mean_nfe=<x>`, so scripts can pa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+from dllm_viz.cli.results import ResultsFile
+from dllm_viz.tasks import TASKS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -18,8 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval", help="accuracy of a policy on a held-out prompt set",
         description="Decode a prompt set with one policy and score every completion.")
-    parser.add_argument("--task", choices=["arith", "code", "gsm8k", "humaneval"], default="arith",
-                        help="task (default: arith); gsm8k and humaneval need --data (a file, or 'hub')")
+    parser.add_argument("--task", choices=sorted(TASKS), default="arith", metavar="TASK",
+                        help="task (default: arith): the easy split arith / code, the hard split 'hard' or one of "
+                             "its families (hard/chain, hard/breadth, parallelbench/<op>: docs/TESTBED.md), or "
+                             "gsm8k / humaneval, which need --data (a file, or 'hub')")
     parser.add_argument("--data", type=Path, default=None,
                         help="GSM8K jsonl or HumanEval jsonl(.gz) file for --task gsm8k / humaneval, or 'hub' to fetch "
                              "the test split from the Hugging Face hub")
@@ -30,7 +33,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first K problems (with --n: problems K+1..K+N, e.g. a validation "
                              "slice after a calibration one; default 0)")
-    parser.add_argument("--out", type=Path, default=None, help="write one JSON line per problem here")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write one JSON line per problem here, each as soon as it is scored (never replaces "
+                             "an existing file)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted --out file: skip the problems it already holds (same "
+                             "settings required)")
     parser.add_argument("--quiet", action="store_true", help="no per-problem progress on stderr")
     add_model_options(parser)
     add_decode_options(parser)
@@ -39,32 +47,57 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the summary line; returns the exit status."""
-    from dllm_viz.evaluation import evaluate, summarize, take, task_problems
+    from dllm_viz.evaluation import ProblemResult, evaluate, summarize, take, task_problems
     from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
 
     if args.n is not None and args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
+    if args.resume and args.out is None:
+        raise ValueError("--resume continues an --out file; pass --out PATH as well")
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)
     wanted = None if args.n is None else args.skip + args.n
     problems = take(load_problems(args.prompts) if args.prompts else task_problems(args.task, wanted, args.data),
                     args.skip, args.n)
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    correct = 0
+    if not problems:
+        source = args.prompts if args.prompts else f"task {args.task}"
+        raise ValueError(f"{str(source)!r} has no problems to evaluate; pass a prompt set with at least one line")
+    task = ",".join(sorted({p.task for p in problems}))  # what was scored, not the --task default
+    settings = {"command": "eval", "model": args.model, "task": task, "prompts": args.prompts, "data": args.data,
+                "n": args.n, "skip": args.skip, "pipeline": pipe.to_dict(), "decode": config.to_dict()}
+    out = ResultsFile(args.out, settings, resume=args.resume) if args.out is not None else None
+    finished = {str(row.get("problem_id")) for row in out.rows} if out is not None else set()
+    todo = [p for p in problems if p.problem_id not in finished]
+    if finished:
+        print(f"resuming {args.out}: {len(problems) - len(todo)} of {len(problems)} problems already done",
+              file=sys.stderr)
+    correct = sum(bool(row.get("correct")) for row in out.rows) if out is not None else 0
 
-    def progress(index: int, result) -> None:  # type: ignore[no-untyped-def]
+    def progress(index: int, result: ProblemResult) -> None:
         nonlocal correct
         correct += result.correct
+        if out is not None:
+            out.append(result.to_dict())
         if not args.quiet:
-            print(f"[{index + 1}/{len(problems)}] correct={correct} nfe={result.nfe}", file=sys.stderr, flush=True)
+            print(f"[{len(problems) - len(todo) + index + 1}/{len(problems)}] correct={correct} nfe={result.nfe}",
+                  file=sys.stderr, flush=True)
 
-    results = evaluate(adapter, problems, pipe, config, on_result=progress)
-    if args.out is not None:
-        args.out.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in results))
+    try:
+        if todo:
+            adapter = load(args.model, device=args.device, dtype=args.dtype,
+                           trust_remote_code=args.trust_remote_code)
+            results = evaluate(adapter, todo, pipe, config, on_result=progress)
+        else:
+            results = []
+    finally:
+        if out is not None:
+            out.close()
+    if out is not None:
+        results = [ProblemResult(**row) for row in out.rows]
     summary = summarize(results)
     if (warning := summary.warning()) is not None:
         print(f"warning: {warning} (--gen-length)", file=sys.stderr)
-    print(f"policy={pipe.label} task={args.task} gen_length={config.gen_length}")
+    print(f"policy={pipe.label} task={task} gen_length={config.gen_length}")
     print(summary.line())
     return 0

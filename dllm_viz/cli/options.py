@@ -100,7 +100,41 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
 
 
 def pipeline(args: argparse.Namespace) -> Pipeline:
-    """Pipeline from parsed arguments (policy fields left unset keep their defaults)."""
+    """Pipeline from parsed arguments (policy fields left unset keep their defaults).
+
+    Raises:
+        ValueError: an option that none of the chosen components has (see `check_options_apply`).
+    """
     options = {name: getattr(args, name, None) for name in policy_fields()}
-    return Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, cache=args.cache,
-                               refresh_every=args.refresh_every, **options)
+    built = Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, cache=args.cache,
+                                refresh_every=args.refresh_every, **options)
+    check_options_apply(args, [built])
+    return built
+
+
+def passed_options(args: argparse.Namespace) -> list[str]:
+    """Policy fields the user actually gave (every policy flag defaults to None, meaning "not given")."""
+    return [name for name in policy_fields() if getattr(args, name, None) is not None]
+
+
+def check_options_apply(args: argparse.Namespace, pipelines: list[Pipeline]) -> None:
+    """Refuse a policy option that no chosen component of any pipeline has, instead of ignoring it.
+
+    `--delta-p 0.9` with the threshold rule used to run threshold and say nothing, so a result
+    looked like CORA's; now the message names the component that has the option.
+
+    Raises:
+        ValueError: naming the flag, the components that take it and what was chosen.
+    """
+    chosen = [c for pipe in pipelines for c in (pipe.rule, pipe.block, pipe.extrapolate, pipe.stop) if c is not None]
+    have = {f.name for c in chosen for f in fields(c)}
+    owners = policy_fields()
+    for name in passed_options(args):
+        if name not in have:
+            flag = "--" + name.replace("_", "-")
+            names = sorted({type(c).name for c in chosen})  # type: ignore[attr-defined]
+            raise ValueError(f"{flag} applies to {', '.join(owners[name][3])}, which this run does not use (it uses "
+                             f"{', '.join(names)}); drop {flag} or choose a component that has it")
+    if getattr(args, "refresh_every", None) is not None and all(p.cache == "none" for p in pipelines):
+        raise ValueError("--refresh-every applies only to a KV cache; add --cache prefix or --cache dual, "
+                         "or drop --refresh-every")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from dllm_viz.cli.options import add_model_options
+
+# The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
+CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "hard gate, label against the dense endpoint, refit (the seed's straight-through "
                              "gate; default 0)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="weights path (default: dllm_viz/assets/controllers/<kind>_tiny.safetensors)")
+                        help="weights path (default: $DLLM_VIZ_CONTROLLER_DIR or ~/.dllm_viz/controllers, "
+                             "<kind>_<model>.safetensors; the bundled weights are replaced only when named here, "
+                             "with --force)")
+    parser.add_argument("--force", action="store_true", help="let --out replace existing weights")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the dense trajectories an interrupted run kept beside --out")
     add_model_options(parser)
     parser.set_defaults(func=run)
 
@@ -36,25 +45,47 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train and save; returns the exit status."""
     from dllm_viz.models import load
-    from dllm_viz.policies.controller_weights import resolve_path
     from dllm_viz.tasks import get_task, load_problems
     from dllm_viz.train.controller import ControllerConfig, train_controller
+    from dllm_viz.train.trajectory_store import TrajectoryStore
+    from dllm_viz.writable import check_writable
 
     if args.n < 2:
         raise ValueError(f"`--n` must be >= 2 (one for validation), got {args.n}")
     config = ControllerConfig(kind=args.kind, gen_length=args.gen_length, block_length=args.block_length,
                               epochs=args.epochs, rollouts=args.rollouts)
+    out = weights_path(args)
+    if out.exists() and not args.force:
+        raise ValueError(f"--out {str(out)!r} already exists; pass --force to replace those weights or choose "
+                         "another --out")
+    check_writable(out, "--out")  # before the training, not after it
     if args.prompts is not None:
         problems = load_problems(args.prompts)[: args.n]
+        if len(problems) < 2:
+            raise ValueError(f"--prompts {str(args.prompts)!r} has {len(problems)} problem(s); training needs at "
+                             "least 2 (one for validation)")
     else:
         half = args.n // 2
         problems = (get_task("arith").generate(args.n - half, seed=1, split="train")
                     + get_task("code").generate(half, seed=1, split="train"))
+    prompts = [p.prompt for p in problems]
+    store = TrajectoryStore(out.with_name(out.stem + ".trajectories"), prompts,
+                            {"model": args.model, "gen_length": args.gen_length,
+                             "block_length": args.block_length}, resume=args.resume)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    out = args.out or resolve_path("bundled", args.kind)
-    path, card = train_controller(adapter, [p.prompt for p in problems], config, out,
+    path, card = train_controller(adapter, prompts, config, out, store=store,
                                   on_progress=lambda progress: print(progress.message(), flush=True))
+    store.remove()
     print(f"saved {path} validation={card['validation']}")
     if card.get("trivial"):
         print(f"warning: {card['trivial']}", file=sys.stderr)
     return 0
+
+
+def weights_path(args: argparse.Namespace) -> Path:
+    """--out with the .safetensors suffix, else the user's controller folder (never the bundled file)."""
+    if args.out is not None:
+        return args.out.with_suffix(".safetensors")
+    folder = Path(os.environ.get(CONTROLLER_DIR_ENV, "~/.dllm_viz/controllers")).expanduser()
+    model = "tiny" if args.model == "tiny" else Path(args.model.rstrip("/")).name or "model"
+    return folder / f"{args.kind}_{model}.safetensors"

@@ -65,6 +65,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=d_data.batch_size)
     parser.add_argument("--code-fraction", type=float, default=d_data.code_fraction)
     parser.add_argument(
+        "--hard-fraction", type=float, default=d_data.hard_fraction,
+        help="share of rows from the hard split's families (depth chains, breadth, ParallelBench); "
+        "the rest after code is easy arithmetic",
+    )  # fmt: skip
+    parser.add_argument(
         "--focus-fraction", type=float, default=d_data.focus_fraction,
         help="share of arithmetic rows with focus masking (decoded prefix, computed numbers "
         "masked); 0 = plain LLaDA SFT masking",
@@ -107,7 +112,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
     data = replace(
-        DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction,
+        DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
         focus_fraction=args.focus_fraction, drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
     )  # fmt: skip

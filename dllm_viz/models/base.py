@@ -217,8 +217,10 @@ class ModelAdapter:
         """Token ids of a user prompt, with the chat or prompt template applied.
 
         Raises:
-            ValueError: the prompt is empty.
+            ValueError: the prompt is not a string, or is empty.
         """
+        if not isinstance(text, str):
+            raise ValueError(f"the prompt must be a string, got {type(text).__name__} {text!r:.40}")
         if not text or not text.strip():
             raise ValueError("the prompt is empty; type a question or pick a sample prompt")
         formatted = self.format_prompt(text, chat=chat)

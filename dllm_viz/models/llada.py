@@ -54,18 +54,18 @@ def llama_config(raw: dict[str, Any]) -> LlamaConfig:
     for key, bad in _UNSUPPORTED.items():
         if raw.get(key) == bad:
             raise ModelLoadError(f"LLaDA option {key}={bad!r} is not supported by the Llama mapping")
-    d_model, n_heads = int(raw["d_model"]), int(raw["n_heads"])
-    mlp = raw.get("mlp_hidden_size") or int(raw.get("mlp_ratio", 4)) * d_model
+    d_model, n_heads = _size(raw, "d_model"), _size(raw, "n_heads")
+    mlp = _size(raw, "mlp_hidden_size") if raw.get("mlp_hidden_size") else _size(raw, "mlp_ratio", 4) * d_model
     return LlamaConfig(
-        vocab_size=int(raw.get("embedding_size") or raw["vocab_size"]),
+        vocab_size=_size(raw, "embedding_size") if raw.get("embedding_size") else _size(raw, "vocab_size"),
         hidden_size=d_model,
-        intermediate_size=int(mlp),
-        num_hidden_layers=int(raw["n_layers"]),
+        intermediate_size=mlp,
+        num_hidden_layers=_size(raw, "n_layers"),
         num_attention_heads=n_heads,
-        num_key_value_heads=int(raw.get("n_kv_heads") or n_heads),
-        max_position_embeddings=int(raw.get("max_sequence_length", 4096)),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-5)),
-        rope_parameters={"rope_type": "default", "rope_theta": float(raw.get("rope_theta", 10000.0))},
+        num_key_value_heads=_size(raw, "n_kv_heads") if raw.get("n_kv_heads") else n_heads,
+        max_position_embeddings=_size(raw, "max_sequence_length", 4096),
+        rms_norm_eps=_number(raw, "rms_norm_eps", 1e-5),
+        rope_parameters={"rope_type": "default", "rope_theta": _number(raw, "rope_theta", 10000.0)},
         tie_word_embeddings=bool(raw.get("weight_tying", False)),
         attention_bias=False,
         mlp_bias=False,
@@ -73,6 +73,24 @@ def llama_config(raw: dict[str, Any]) -> LlamaConfig:
         bos_token_id=raw.get("bos_token_id"),
         eos_token_id=raw.get("eos_token_id"),
     )
+
+
+def _size(raw: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A positive integer of config.json; a missing or bad one names the key (not a KeyError)."""
+    value = raw.get(key, default)
+    if value is None:
+        raise ModelLoadError(f"the LLaDA config.json has no {key!r}; use the config.json that came with the "
+                             "checkpoint (it must define d_model, n_heads, n_layers and vocab_size)")
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+        raise ModelLoadError(f"the LLaDA config.json has {key}={value!r}; it must be a positive integer")
+    return int(value)
+
+
+def _number(raw: dict[str, Any], key: str, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ModelLoadError(f"the LLaDA config.json has {key}={value!r}; it must be a positive number")
+    return float(value)
 
 
 def rename_key(key: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from dllm_viz.models import dream, llada
+from dllm_viz.models import block_diffusion, dream, llada
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
 from dllm_viz.models.bidirectional import make_bidirectional
 from dllm_viz.models.weights import load_renamed
@@ -76,6 +76,7 @@ def load(
     """
     directory = _local_directory(name_or_path)
     raw = _read_config(directory)
+    _refuse_block_diffusion(name_or_path, raw)
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     tokenizer = _load_tokenizer(directory)
@@ -102,6 +103,22 @@ def load(
         f"{raw.get('architectures')!r}, which dllm_viz does not support natively (llada, dream, "
         "tiny); pass trust_remote_code=True (CLI: --trust-remote-code) to run its own code"
     )
+
+
+def _refuse_block_diffusion(name_or_path: str, raw: dict[str, Any]) -> None:
+    """Block-diffusion layouts need block-causal, prefix-only passes the engine cannot run yet.
+
+    Checked before the LLaDA test, which would otherwise claim LLaDA2.x ("LLaDA2MoeModelLM")
+    and fail on its missing OLMo keys; remote code is refused too, since the engine would drive
+    it over the whole canvas with the wrong attention.
+    """
+    spec = block_diffusion.detect(raw)
+    if spec is not None:
+        raise ModelLoadError(
+            f"{name_or_path!r} is a block-diffusion checkpoint ({spec.family}, block length "
+            f"{spec.block_length}); dllm_viz cannot decode block-diffusion models yet (issue #22), "
+            "use a LLaDA, Dream or tiny checkpoint"
+        )
 
 
 def _llama_cls() -> type:
@@ -217,6 +234,14 @@ def _info(
             "add mask_token_id and eos_token_id to config.json"
         )
     eot_id = _token_id(tokenizer, eot_token) if eot_token else None
+    vocab_size = int(model.config.vocab_size)
+    for role, token_id in (("mask", mask_id), ("eos", eos_id), ("eot", eot_id)):
+        if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)
+                                     or not 0 <= token_id < vocab_size):
+            raise ModelLoadError(
+                f"{name_or_path!r}: the {role} token id {token_id!r} is outside the vocabulary [0, {vocab_size}); "
+                f"fix {role}_token_id in config.json"
+            )
     param = next(model.parameters())
     return AdapterInfo(
         family=family,
@@ -224,7 +249,7 @@ def _info(
         mask_token_id=int(mask_id),
         eos_token_id=int(eos_id),
         eot_token_id=eot_id,
-        vocab_size=int(model.config.vocab_size),
+        vocab_size=vocab_size,
         device=str(param.device),
         dtype=str(param.dtype).removeprefix("torch."),
         shift_logits=shift_logits,

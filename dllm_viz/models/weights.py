@@ -22,7 +22,11 @@ def safetensors_files(directory: Path) -> list[Path]:
     """The checkpoint's .safetensors shards, in index order when an index exists."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        try:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelLoadError(f"{index.name!r} is not a readable shard index ({exc.__class__.__name__}); "
+                                 "download the checkpoint again") from None
         return [directory / n for n in names]
     files = sorted(directory.glob("*.safetensors"))
     if not files:
@@ -33,6 +37,17 @@ def safetensors_files(directory: Path) -> list[Path]:
     return files
 
 
+def _read_shard(file: Path) -> dict[str, torch.Tensor]:
+    """One shard's tensors; a corrupt or truncated file is a ModelLoadError naming it, not a SafetensorError."""
+    from safetensors import SafetensorError
+
+    try:
+        return load_file(str(file), device="cpu")
+    except (SafetensorError, OSError) as exc:
+        raise ModelLoadError(f"weights file {file.name!r} is corrupt or truncated ({exc}); download or save the "
+                             "checkpoint again") from None
+
+
 def load_renamed(
     model_cls: type,
     config: Any,
@@ -41,6 +56,7 @@ def load_renamed(
     *,
     device: torch.device,
     dtype: torch.dtype,
+    convert: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
 ) -> Any:
     """Build `model_cls(config)` with the checkpoint's tensors under renamed keys.
 
@@ -51,14 +67,18 @@ def load_renamed(
         rename: maps a checkpoint key to the architecture's key (raise ModelLoadError if unknown).
         device: where the weights go.
         dtype: the weights' dtype.
+        convert: optional whole-state rewrite after renaming, for layouts that fuse or split
+            tensors (LLaDA2's fused QKV and per-expert weights).
 
     Raises:
         ModelLoadError: missing or unexpected parameters.
     """
     state: dict[str, torch.Tensor] = {}
     for file in safetensors_files(directory):
-        for key, tensor in load_file(str(file), device="cpu").items():
+        for key, tensor in _read_shard(file).items():
             state[rename(key)] = tensor.to(device=device, dtype=dtype)
+    if convert is not None:
+        state = convert(state)
     with torch.device("meta"):
         model = model_cls(config)
     if getattr(config, "tie_word_embeddings", False):

@@ -77,20 +77,74 @@ def load_controller(path: str, kind: str) -> ControllerWeights:
     file = Path(path)
     card_file = file.with_suffix(".json")
     if not file.is_file() or not card_file.is_file():
-        raise ValueError(f"{kind} controller weights {str(file)!r} (and its .json card) not found; train them with "
+        raise ValueError(f"{kind} controller weights {file.name!r} (and its .json card) not found; train them with "
                          f"`python -m dllm_viz train-controller --kind {kind}` or pass weights=PATH")
     return _read_controller(str(file), kind, file.stat().st_mtime_ns, card_file.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=8)
 def _read_controller(path: str, kind: str, mtime_ns: int, card_mtime_ns: int) -> ControllerWeights:
+    """Read and check weights + card; messages name the file by its name only (they reach browsers)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     file = Path(path)
-    card = json.loads(file.with_suffix(".json").read_text())
+    retrain = f"retrain it with `python -m dllm_viz train-controller --kind {kind}`"
+    try:
+        card = json.loads(file.with_suffix(".json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"the card {file.with_suffix('.json').name!r} of controller {file.name!r} is not readable "
+                         f"JSON ({exc.__class__.__name__}); {retrain}") from None
+    if not isinstance(card, dict):
+        raise ValueError(f"the card of controller {file.name!r} is not a JSON object; {retrain}")
     if card.get("kind") != kind:
-        raise ValueError(f"{str(file)!r} holds a {card.get('kind')!r} controller, not {kind!r}")
-    return ControllerWeights(tensors={k: v.astype(np.float32) for k, v in load_file(str(file)).items()}, card=card)
+        raise ValueError(f"{file.name!r} holds a {card.get('kind')!r} controller, not {kind!r}")
+    try:
+        tensors = {k: v.astype(np.float32) for k, v in load_file(str(file)).items()}
+    except (SafetensorError, OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"controller weights {file.name!r} are not a readable .safetensors file ({exc}); "
+                         f"{retrain}") from None
+    check_controller(tensors, card, file.name, kind)
+    return ControllerWeights(tensors=tensors, card=card)
+
+
+_CARD_INTS = ("layers", "hidden", "vocab_size")  # what TSPD's forward pass reads; "features" is optional
+
+
+def check_controller(tensors: dict[str, np.ndarray], card: dict[str, object], name: str, kind: str) -> None:
+    """Raise ValueError unless the card has the sizes the forward passes read and the tensors fit them.
+
+    A card without `layers`, or tensors of another size, would otherwise surface as a KeyError
+    or a numpy shape error in the middle of a decode.
+    """
+    fix = f"retrain it with `python -m dllm_viz train-controller --kind {kind}`"
+    for key in _CARD_INTS if kind == "tspd" else ():
+        value = card.get(key)
+        if type(value) is not int or value < 1:
+            raise ValueError(f"the card of controller {name!r} lacks a positive integer {key!r} (got {value!r}); {fix}")
+    from dllm_viz.policies.controller_features import FILTER_WIDTH, TSPD_FEATURES
+
+    expected_features = TSPD_FEATURES if kind == "tspd" else FILTER_WIDTH
+    features = card.get("features", expected_features)
+    if features != expected_features:
+        raise ValueError(f"controller {name!r} was trained on {features!r} features; this dllm_viz computes "
+                         f"{expected_features}: {fix}")
+    if kind == "tspd":
+        layers, hidden = int(card["layers"]), int(card["hidden"])  # type: ignore[call-overload]
+        want = {"head.weight": (1, hidden), "head.bias": (1,)}
+        for i in range(layers):
+            want |= {f"lstm.weight_ih_l{i}": (4 * hidden, features if i == 0 else hidden),
+                     f"lstm.weight_hh_l{i}": (4 * hidden, hidden),
+                     f"lstm.bias_ih_l{i}": (4 * hidden,), f"lstm.bias_hh_l{i}": (4 * hidden,)}
+    else:
+        width = tensors.get("fc1.weight", np.zeros((0, 0))).shape[0]
+        want = {"fc1.weight": (width, features), "fc1.bias": (width,), "fc2.weight": (features, width),
+                "fc2.bias": (features,)}
+    for key, shape in want.items():
+        got = tensors.get(key)
+        if got is None or got.shape != shape:
+            raise ValueError(f"controller {name!r}: tensor {key!r} should have shape {shape} (from its card), got "
+                             f"{None if got is None else got.shape}; {fix}")
 
 
 @lru_cache(maxsize=1)

@@ -14,13 +14,18 @@ from dllm_viz.tasks.arith import ArithTask, extract_answer
 from dllm_viz.tasks.base import Problem, Split, Task
 from dllm_viz.tasks.code import CodeTask
 from dllm_viz.tasks.gsm8k import Gsm8kTask, load_gsm8k
+from dllm_viz.tasks.hard import BreadthTask, ChainTask
+from dllm_viz.tasks.hard_split import HARD_FAMILIES, HardTask
 from dllm_viz.tasks.humaneval import HumanEvalTask, load_humaneval
+from dllm_viz.tasks.parallelbench import parallelbench_tasks
 
 TASKS: dict[str, Task] = {"arith": ArithTask(), "code": CodeTask(), "gsm8k": Gsm8kTask(),
-                          "humaneval": HumanEvalTask()}
+                          "humaneval": HumanEvalTask(), "hard/chain": ChainTask(), "hard/breadth": BreadthTask(),
+                          **parallelbench_tasks()}
 _PROBLEM_FIELDS = frozenset(f.name for f in fields(Problem))
 
 __all__ = [
+    "HARD_FAMILIES",
     "TASKS",
     "Problem",
     "Split",
@@ -43,6 +48,9 @@ def get_task(name: str) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {sorted(TASKS)}")
     return TASKS[name]
+
+
+TASKS["hard"] = HardTask(get_task)
 
 
 def load_problems(path: str | Path) -> list[Problem]:
@@ -73,8 +81,25 @@ def load_problems(path: str | Path) -> list[Problem]:
                 f"missing keys {sorted(missing)}; "
                 f"expected {sorted(_PROBLEM_FIELDS)}"
             )
+        _check_types(record, f"{path}:{line_no}")
         problems.append(Problem(**record))
     return problems
+
+
+def _check_types(record: dict, where: str) -> None:
+    """Every field a string (entry_point may be null), a known task and a non-empty prompt.
+
+    A number as the prompt would otherwise fail deep inside tokenization, and an unknown task
+    only when its first completion is scored.
+    """
+    for key, value in record.items():
+        if not (isinstance(value, str) or (key == "entry_point" and value is None)):
+            raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__} {value!r:.40}; "
+                             "quote it in the jsonl")
+    if record["task"] not in TASKS:
+        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {sorted(TASKS)}")
+    if not record["prompt"].strip():
+        raise ValueError(f"{where}: the prompt is empty; give each problem its prompt text")
 
 
 def dump_problems(problems: list[Problem], path: str | Path) -> None:

@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from dllm_viz.tasks.base import Problem, Split, check_split, split_of
+from dllm_viz.tasks.base import Problem, Split, check_split, draw_distinct
 
 NAMES: tuple[tuple[str, str, str], ...] = (
     ("Mia", "she", "her"),
@@ -88,8 +88,6 @@ QUESTIONS = (
 DEFAULT_MAX_OPERAND = 10
 DEFAULT_MAX_RESULT = 30
 DEFAULT_MAX_MULTIPLIER = 3
-# Consecutive duplicate / other-split draws before `generate` gives up on a too-small space.
-MAX_MISSES = 20_000
 _ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
 _SOLUTION_LINE = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 # What each number of a worked solution is: copied from the prompt (start, operand), carried
@@ -144,6 +142,30 @@ def solution_roles(target: str) -> dict[int, str]:
                 roles.update(dict.fromkeys(range(offset + digits.start(), offset + digits.end()), "final"))
         offset += len(line) + 1
     return roles
+
+
+def check_arith_knobs(
+    min_ops: int, max_ops: int, max_operand: int, max_result: int, max_multiplier: int, *, ops_cap: int = 16
+) -> None:
+    """Validate the arithmetic difficulty knobs, naming the bad value and the valid range.
+
+    Raises:
+        ValueError: on any knob out of range.
+    """
+    if not 1 <= min_ops <= max_ops <= ops_cap:
+        raise ValueError(
+            f"need 1 <= min_ops <= max_ops <= {ops_cap}, got min_ops={min_ops}, max_ops={max_ops}"
+        )
+    if max_operand < 3 or max_result < max_operand:
+        raise ValueError(
+            f"need max_operand >= 3 and max_result >= max_operand, "
+            f"got max_operand={max_operand}, max_result={max_result}"
+        )
+    if not 2 <= max_multiplier <= max_result // 2:
+        raise ValueError(
+            f"need 2 <= max_multiplier <= max_result // 2, got max_multiplier={max_multiplier}, "
+            f"max_result={max_result}"
+        )
 
 
 def _pick_step(
@@ -222,40 +244,11 @@ class ArithTask:
             max_multiplier: largest factor / divisor (and number of groups), >= 2.
         """
         check_split(split)
-        if not 1 <= min_ops <= max_ops:
-            raise ValueError(
-                f"need 1 <= min_ops <= max_ops, got min_ops={min_ops}, max_ops={max_ops}"
-            )
-        if max_operand < 3 or max_result < max_operand:
-            raise ValueError(
-                f"need max_operand >= 3 and max_result >= max_operand, "
-                f"got max_operand={max_operand}, max_result={max_result}"
-            )
-        if not 2 <= max_multiplier <= max_result // 2:
-            raise ValueError(
-                f"need 2 <= max_multiplier <= max_result // 2, got max_multiplier={max_multiplier}, "
-                f"max_result={max_result}"
-            )
-        rng = random.Random(f"arith:{seed}:{split}")
-        out: list[Problem] = []
-        seen: set[str] = set()
-        misses = 0
-        while len(out) < n:
-            problem = self._one(rng, min_ops, max_ops, (max_operand, max_result, max_multiplier))
-            canonical = problem.problem_id
-            if canonical in seen or split_of(canonical) != split:
-                misses += 1
-                if misses > MAX_MISSES:
-                    raise ValueError(
-                        f"found only {len(out)} distinct {split!r} problems of the {n} asked for with "
-                        f"{min_ops}-{max_ops} operations, max_operand={max_operand}, max_result={max_result}; "
-                        "ask for fewer or allow more operations or larger numbers"
-                    )
-                continue
-            misses = 0
-            seen.add(canonical)
-            out.append(problem)
-        return out
+        check_arith_knobs(min_ops, max_ops, max_operand, max_result, max_multiplier)
+        rng = random.Random(f"{self.name}:{seed}:{split}")
+        limits = (max_operand, max_result, max_multiplier)
+        what = f"{min_ops}-{max_ops} operations, max_operand={max_operand}, max_result={max_result}"
+        return draw_distinct(n, split, lambda: self._one(rng, min_ops, max_ops, limits), what)
 
     def _one(
         self, rng: random.Random, min_ops: int, max_ops: int, limits: tuple[int, int, int]
@@ -287,7 +280,7 @@ class ArithTask:
             steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
             sentences.append(_sentence(rng, steps[-1], who))
         sentences.append(rng.choice(QUESTIONS).format(**who))
-        canonical, target = _worked("arith", steps)
+        canonical, target = _worked(self.name, steps)
         return Problem(
             task=self.name,
             problem_id=canonical,

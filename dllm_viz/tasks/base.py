@@ -7,6 +7,7 @@ a pure function of its canonical content, which is what makes train/held-out dis
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -16,6 +17,8 @@ Split = Literal["train", "heldout"]
 # held-out items for the exported sets while leaving the training space large.
 HASH_BUCKETS = 8
 HELDOUT_BUCKETS = 1
+# Consecutive duplicate / other-split draws before a generator gives up on a too-small space.
+MAX_MISSES = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +72,40 @@ def check_split(split: str) -> Split:
     if split not in ("train", "heldout"):
         raise ValueError(f"`split` must be 'train' or 'heldout', got {split!r}")
     return split  # type: ignore[return-value]
+
+
+def check_count(n: int) -> int:
+    """Validate a requested number of problems."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"`n` must be a whole number >= 0, got {n!r}")
+    return n
+
+
+def draw_distinct(n: int, split: Split, draw: Callable[[], Problem], what: str) -> list[Problem]:
+    """`n` problems from repeated `draw()` calls, distinct by problem_id and all of `split`.
+
+    Every generator splits the same way: a problem belongs to the split its canonical content
+    (its problem_id) hashes to, whatever seed drew it.
+
+    Raises:
+        ValueError: when MAX_MISSES draws in a row were duplicates or of the other split (the
+            knobs leave too few distinct problems); `what` describes the knobs in the message.
+    """
+    check_count(n)
+    out: list[Problem] = []
+    seen: set[str] = set()
+    misses = 0
+    while len(out) < n:
+        problem = draw()
+        if problem.problem_id in seen or split_of(problem.problem_id) != split:
+            misses += 1
+            if misses > MAX_MISSES:
+                raise ValueError(
+                    f"found only {len(out)} distinct {split!r} problems of the {n} asked for with {what}; "
+                    "ask for fewer or widen the difficulty knobs"
+                )
+            continue
+        misses = 0
+        seen.add(problem.problem_id)
+        out.append(problem)
+    return out

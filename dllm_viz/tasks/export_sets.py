@@ -15,20 +15,30 @@ SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_prompts"
 HELDOUT_SEED = 2024
 NUM_ARITH = 500
 NUM_CODE = 120
+NUM_HARD = 500
 NUM_DEMO_ARITH = 6
 NUM_DEMO_CODE = 4
 
 
 def heldout_sets() -> dict[str, list[Problem]]:
-    """The held-out arith (2-4 operations) and code sets, plus a small demo mix."""
+    """The held-out arith (2-4 operations), code and hard sets, plus a small demo mix.
+
+    The demo keeps its first ten (easy) prompts where they were, so links that name a sample by
+    index still open the same prompt, and appends hard ones: two depth chains, a breadth problem
+    and a ParallelBench shuffle.
+    """
     arith = TASKS["arith"].generate(
         NUM_ARITH, seed=HELDOUT_SEED, split="heldout", min_ops=2, max_ops=4
     )
     code = TASKS["code"].generate(NUM_CODE, seed=HELDOUT_SEED, split="heldout")
+    hard = TASKS["hard"].generate(NUM_HARD, seed=HELDOUT_SEED, split="heldout")
     # Demo: short, readable items first (2-3 step arithmetic, multi-line code bodies).
     demo_arith = [p for p in arith if 2 <= p.target.count("\n") <= 3][:NUM_DEMO_ARITH]
     demo_code = sorted(code, key=lambda p: -p.target.count("\n"))[:NUM_DEMO_CODE]
-    return {"arith_heldout": arith, "code_heldout": code, "demo": demo_arith + demo_code}
+    chains = [p for p in hard if p.task == "hard/chain" and p.target.count("\n") <= 7][:2]
+    demo_hard = chains + [next(p for p in hard if p.task == f) for f in ("hard/breadth", "parallelbench/shuffle")]
+    return {"arith_heldout": arith, "code_heldout": code, "hard_heldout": hard,
+            "demo": demo_arith + demo_code + demo_hard}
 
 
 def write_sets(out_dir: Path = SAMPLE_DIR) -> list[Path]:

@@ -23,6 +23,8 @@ class DataConfig:
         batch_size: rows per step.
         code_fraction: share of code problems (the rest is arithmetic); 0.3 until session 3,
             when code was at 99% token accuracy and arithmetic needed the rows.
+        hard_fraction: share of rows drawn from the hard split's families (tasks/hard_split.py
+            `HARD_FAMILIES`, by their weights); 0 before session 10.
         canvas_lengths / canvas_weights: minimum generation canvas per batch, biased short
             because long canvases are mostly EOS and cost quadratic attention.
         curriculum: (start_step, max_ops) stages for arithmetic; min_ops is always 1.
@@ -43,6 +45,7 @@ class DataConfig:
 
     batch_size: int = 32
     code_fraction: float = 0.15
+    hard_fraction: float = 0.0
     canvas_lengths: tuple[int, ...] = (64, 96, 128, 192, 256)
     canvas_weights: tuple[float, ...] = (0.6, 0.2, 0.1, 0.06, 0.04)
     curriculum: tuple[tuple[int, int], ...] = ((0, 2), (1000, 3), (2000, 4))
@@ -59,6 +62,11 @@ class DataConfig:
             raise ValueError(f"`batch_size` must be >= 1, got {self.batch_size}")
         if not 0.0 <= self.code_fraction <= 1.0:
             raise ValueError(f"`code_fraction` must be in [0, 1], got {self.code_fraction}")
+        if not 0.0 <= self.hard_fraction <= 1.0 - self.code_fraction:
+            raise ValueError(
+                f"`hard_fraction` must be in [0, 1 - code_fraction = {1.0 - self.code_fraction:g}], "
+                f"got {self.hard_fraction}"
+            )
         if not 0.0 <= self.focus_fraction <= 1.0:
             raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
         if self.drill_every < 0 or self.drill_batch_size < 1 or self.drill_max_ops < 1:
@@ -120,6 +128,8 @@ class TrainConfig:
             (repeated at the start of every resumed session).
         loss_weighting: "none" (default, measured fastest), "inv_t" (LLaDA) or "inv_t_clipped".
         eval_every: steps between held-out evaluations (each also checkpoints).
+        eval_arith / eval_hard / eval_code: held-out problems of each set in that evaluation
+            (`hard` is the hard split's mix, scored since score version 3).
         tokenizer_problems: arithmetic problems in the tokenizer corpus (plus a quarter as many
             code problems); only used when the run has no tokenizer yet.
         num_threads / adaptive_threads: torch threads; when adaptive, the loop measures 1 vs
@@ -142,6 +152,7 @@ class TrainConfig:
     loss_weighting: LossWeighting = "none"
     eval_every: int = 250
     eval_arith: int = 192
+    eval_hard: int = 96
     eval_code: int = 64
     log_every: int = 25
     seed: int = 0
@@ -177,6 +188,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     data.setdefault("focus_fraction", 0.0)
     data.setdefault("drill_every", 0)
     data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
+    data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])

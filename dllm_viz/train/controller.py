@@ -45,6 +45,8 @@ from dllm_viz.policies.controller_features import (
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.trace import Trace
+from dllm_viz.train.trajectory_store import TrajectoryStore
+from dllm_viz.writable import check_writable
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,14 @@ class ControllerConfig:
 
 
 def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig,
-                         on_progress: Callable[[int, int], None] | None = None) -> list[Trace]:
-    """Dense-decode every prompt (one token per step) and keep the traces."""
+                         on_progress: Callable[[int, int], None] | None = None,
+                         store: TrajectoryStore | None = None) -> list[Trace]:
+    """Dense-decode every prompt (one token per step) and keep the traces.
+
+    With a `store`, traces already in it are reused and each new one is saved as it finishes.
+    """
     pipeline = Pipeline(FixedStepsPolicy(), FixedBlocks(config.block_length))
-    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress)
+    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress, store)
 
 
 def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, weights: Path,
@@ -91,10 +97,15 @@ def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: 
 
 
 def _decode_all(adapter: ModelAdapter, prompts: Sequence[str], pipeline: Pipeline, gen_length: int,
-                on_progress: Callable[[int, int], None] | None) -> list[Trace]:
+                on_progress: Callable[[int, int], None] | None, store: TrajectoryStore | None = None) -> list[Trace]:
     traces = []
     for index, prompt in enumerate(prompts):
-        traces.append(decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=gen_length)))
+        trace = store.get(index) if store is not None else None
+        if trace is None:
+            trace = decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=gen_length))
+            if store is not None:
+                store.put(index, trace)
+        traces.append(trace)
         if on_progress is not None:
             on_progress(index + 1, len(prompts))
     return traces
@@ -305,9 +316,13 @@ def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Pa
     from safetensors.torch import save_file
 
     path = Path(path).with_suffix(".safetensors")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
-    path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
+        path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+    except OSError as exc:
+        raise ValueError(f"cannot write controller weights {str(path)!r} ({exc.strerror or exc}); free space or "
+                         "choose another path") from None
     return path
 
 
@@ -319,17 +334,20 @@ def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size
 
 
 def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
-                     on_progress: Callable[[TrainProgress], None] | None = None) -> tuple[Path, dict[str, object]]:
-    """Collect trajectories, train (plus `config.rollouts` on-policy rounds), save.
+                     on_progress: Callable[[TrainProgress], None] | None = None,
+                     store: TrajectoryStore | None = None) -> tuple[Path, dict[str, object]]:
+    """Collect trajectories (kept in `store` as they finish, when given), train (plus
+    `config.rollouts` on-policy rounds), save.
 
     Returns the weights path and the card; the card's "trivial" is trivial_controller's
     sentence when the final controller always or never commits (else None).
     """
+    check_writable(Path(out).with_suffix(".safetensors"), "controller weights")  # before, not after, the work
     say = on_progress or (lambda progress: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
                                   lambda i, n: say(TrainProgress("trajectory", i, n)) if i % 10 == 0 or i == n
-                                  else None)
+                                  else None, store)
     targets = [trace.final_tokens for trace in traces]
     vocab_size = adapter.info.vocab_size
     threshold = 0.5 if config.kind == "tspd" else 0.96

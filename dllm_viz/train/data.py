@@ -19,6 +19,7 @@ import torch
 
 from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
+from dllm_viz.tasks.hard_split import family_counts
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Proble
     encoded = tokenizer([p.target for p in problems], add_special_tokens=False, return_offsets_mapping=True)
     out = []
     for problem, offsets in zip(problems, encoded["offset_mapping"], strict=True):
-        roles = solution_roles(problem.target) if problem.task == "arith" else {}
+        roles = solution_roles(problem.target)  # empty for answers without worked lines (code, lists)
         out.append(AnswerLayout(
             line=tuple(problem.target.count("\n", 0, start) for start, _ in offsets),
             computed=tuple(any(roles.get(c) in COMPUTED_ROLES for c in range(start, end)) for start, end in offsets),
@@ -202,8 +203,22 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
     )
     if num_code:
         problems += TASKS["code"].generate(num_code, seed=batch_seed, split="train")
+    if config.hard_fraction > 0:
+        problems = _with_hard_rows(problems, config, rng, batch_seed)
     canvas = rng.choices(config.canvas_lengths, weights=config.canvas_weights)[0]
     return problems, canvas
+
+
+def _with_hard_rows(problems: list[Problem], config: DataConfig, rng: random.Random, seed: int) -> list[Problem]:
+    """Replace a `hard_fraction` share of the batch's arithmetic rows by hard-split families."""
+    arith = [p for p in problems if p.task == "arith"]
+    share = config.hard_fraction / (1.0 - config.code_fraction)
+    num_hard = min(len(arith), sum(rng.random() < share for _ in arith))
+    hard: list[Problem] = []
+    for name, count in family_counts(num_hard, rng).items():
+        if count:
+            hard += TASKS[name].generate(count, seed=seed, split="train")
+    return arith[num_hard:] + [p for p in problems if p.task != "arith"] + hard
 
 
 def training_batch(

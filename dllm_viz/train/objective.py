@@ -30,8 +30,9 @@ EVAL_RATIOS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 EVAL_SEED = 12345
 EVAL_CANVAS = 64
 # The held-out score's definition; a best score of another version is not comparable (2: adds
-# the arithmetic focus score `arith_focus/ans@0.5` to the mean).
-SCORE_VERSION = 2
+# the arithmetic focus score `arith_focus/ans@0.5` to the mean; 3: adds the hard split's
+# families, `hard/ans@...` and `hard_focus/ans@0.5`).
+SCORE_VERSION = 3
 FOCUS_RATIO = 0.5
 
 
@@ -57,13 +58,15 @@ def masked_loss(
 
 
 def heldout_batches(
-    tokenizer: PreTrainedTokenizerFast, *, num_arith: int, num_code: int, limits: dict[str, int]
+    tokenizer: PreTrainedTokenizerFast, *, num_arith: int, num_code: int, limits: dict[str, int],
+    num_hard: int = 0,
 ) -> list[tuple[str, float, Batch]]:
     """Fixed held-out batches (task, masking ratio, masked batch), identical every evaluation.
 
     Arithmetic uses the full 2-4 operation difficulty whatever the curriculum stage, so scores
     are comparable across the run; besides i.i.d. masking at EVAL_RATIOS it is also scored
-    under focus masking ("arith_focus", see train/data.py `focus_pattern`).
+    under focus masking ("arith_focus", see train/data.py `focus_pattern`). `num_hard` problems of
+    the hard split's mix (at its own difficulty) are scored the same way ("hard", "hard_focus").
     """
     ids = special_ids(tokenizer)
     sets = {
@@ -76,11 +79,14 @@ def heldout_batches(
             **limits,
         ),
         "code": TASKS["code"].generate(num_code, seed=EVAL_SEED, split="heldout"),
+        "hard": TASKS["hard"].generate(num_hard, seed=EVAL_SEED, split="heldout"),
     }
     out = []
     for task, problems in sets.items():
+        if not problems:
+            continue
         pairs = encode_pairs(tokenizer, problems)
-        layouts = answer_layouts(tokenizer, problems) if task == "arith" else None
+        layouts = answer_layouts(tokenizer, problems) if task != "code" else None
         for start in range(0, len(pairs), 64):
             chunk = pairs[start : start + 64]
             rows = build_rows(chunk, EVAL_CANVAS, ids["eos_token_id"])

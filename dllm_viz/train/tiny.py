@@ -183,7 +183,7 @@ def _open_run(
     forward = torch.compile(model, dynamic=False) if config.use_compile else model
     evals = [(task, ratio, batch.to(config.device)) for task, ratio, batch in heldout_batches(
         tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
-        limits=config.data.arith_limits(),
+        limits=config.data.arith_limits(), num_hard=config.eval_hard,
     )]  # fmt: skip
     batches = BatchSource(config.data, tokenizer, run_dir / TOKENIZER_DIR, seed=config.seed,
                           workers=config.data_workers)

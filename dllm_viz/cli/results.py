@@ -1,0 +1,158 @@
+"""A results file that grows one finished row at a time, so an error or Ctrl-C loses nothing.
+
+`eval --out` (jsonl) and `bench --out` (csv) append each row as soon as it is scored, flushed to
+disk; `--resume` reads what is there and the run skips those rows. The settings of the run are
+kept beside the file (`<out>.settings.json`) and a resume with other settings is refused, so
+one file never mixes two experiments. Without `--resume` an existing file is never replaced.
+A row cut in half by a kill is dropped (the file is cut back to its last whole row).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class ResultsFile:
+    """Rows already in `path` (when resuming) and an open handle to append new ones.
+
+    Args:
+        path: the --out file; its suffix picks the format (.csv, else jsonl).
+        settings: what defines the run (model, prompts, configurations, decode settings).
+        resume: continue an existing file instead of refusing it.
+        columns: the csv header (ignored for jsonl).
+
+    Raises:
+        ValueError: the file exists without `resume`, its settings differ, or it cannot be
+            written (the message names the path and the fix).
+    """
+
+    def __init__(self, path: Path, settings: Mapping[str, Any], *, resume: bool, columns: Sequence[str] = ()) -> None:
+        self.path = path
+        self.is_csv = path.suffix.lower() == ".csv"
+        self.columns = list(columns)
+        self.settings_path = path.with_name(path.name + ".settings.json")
+        settings = json.loads(json.dumps(settings, default=str))  # compare what JSON keeps
+        if path.is_dir():
+            raise ValueError(f"--out {str(path)!r} is a directory; give a file path such as {str(path / 'results')!r}")
+        if path.exists() and not resume:
+            raise ValueError(f"--out {str(path)!r} already exists; pass --resume to continue it, or choose another "
+                             "path (finished results are never overwritten)")
+        self.rows: list[dict[str, Any]] = []
+        if resume and path.exists():
+            self._check_settings(settings)
+            self.rows = self._read_rows()
+        self._handle = self._open(settings)
+
+    def _check_settings(self, settings: dict[str, Any]) -> None:
+        try:
+            saved = json.loads(self.settings_path.read_text())
+        except (OSError, ValueError):
+            raise ValueError(f"cannot --resume {str(self.path)!r}: its settings file {self.settings_path.name!r} is "
+                             "missing or unreadable, so the rows may come from other settings; choose a new --out"
+                             ) from None
+        differ = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k))
+        if differ:
+            shown = ", ".join(f"{k}: {_short(saved.get(k))} then, {_short(settings.get(k))} now" for k in differ[:3])
+            raise ValueError(f"cannot --resume {str(self.path)!r} with other settings ({shown}); rerun with the "
+                             "same options or choose a new --out")
+
+    def _read_rows(self) -> list[dict[str, Any]]:
+        with self.path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
+            text = handle.read()
+        rows, whole = _csv_rows(text, self.columns) if self.is_csv else _jsonl_rows(text, self.path)
+        if whole < len(text):  # a row cut short by a kill: drop it so the file ends on a whole row
+            with self.path.open("r+", encoding="utf-8", newline="") as handle:
+                handle.truncate(len(text[:whole].encode("utf-8")))
+        return rows
+
+    def _open(self, settings: dict[str, Any]) -> TextIO:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = self.path.open("a", encoding="utf-8", newline="")
+            self.settings_path.write_text(json.dumps(settings, indent=2, sort_keys=True))
+        except OSError as exc:
+            raise ValueError(f"cannot write --out {str(self.path)!r} ({exc.strerror or exc.__class__.__name__}); "
+                             "choose a writable path") from None
+        if self.is_csv and handle.tell() == 0:
+            csv.writer(handle).writerow(self.columns)
+            handle.flush()
+        return handle
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write one finished row and flush it to disk."""
+        if self.is_csv:
+            csv.writer(self._handle).writerow([row.get(c) for c in self.columns])
+        else:
+            self._handle.write(json.dumps(dict(row)) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.rows.append(dict(row))
+
+    def close(self) -> None:
+        """Close the file (rows written so far stay)."""
+        self._handle.close()
+
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at "\\n" only, each keeping it (str.splitlines also splits at \\x1c, \\u2028, ...)."""
+    return [line for line in re.split(r"(?<=\n)", text) if line]
+
+
+def _jsonl_rows(text: str, path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Rows of whole lines and the length of the text they span (a last line without its newline is cut)."""
+    rows, end = [], 0
+    for line_no, line in enumerate(_lines(text), start=1):
+        if not line.endswith("\n"):
+            break
+        end += len(line)
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise ValueError(f"cannot --resume {str(path)!r}: line {line_no} is not JSON; repair or "
+                                 "remove it") from None
+    return rows, end
+
+
+def _csv_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
+    """Rows that csv.writer finished (all columns, ending in its \\r\\n; answers may hold plain
+    newlines inside quotes) and the length of the text they span, header included."""
+    consumed = 0
+
+    def lines():  # type: ignore[no-untyped-def]
+        nonlocal consumed
+        for line in _lines(text):
+            consumed += len(line)
+            yield line
+
+    reader = csv.reader(lines())
+    rows, end, header = [], 0, None
+    for record in reader:
+        if not text[:consumed].endswith("\r\n") or (header is not None and len(record) != len(header)):
+            break
+        if header is None:
+            header = record
+        else:
+            rows.append(dict(zip(header, record, strict=True)))
+        end = consumed
+    if header is not None and list(header) != list(columns):
+        raise ValueError(f"cannot --resume: the file's columns {header} are not this version's {list(columns)}; "
+                         "choose a new --out")
+    return rows, end
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:79] + "…"

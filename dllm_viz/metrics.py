@@ -1,0 +1,100 @@
+"""The field's speed-accuracy metrics: tokens per forward (TPF), AUP, and a frontier verdict.
+
+Definitions follow d3LLM (hao-ai-lab/d3LLM, `AUP_leaderboard/aup_utils.py`; docs/TESTBED.md,
+"Metrics"), so our numbers read like the leaderboard's:
+
+- TPF = generated answer tokens (end-of-text padding excluded) / forward passes, summed over a
+  prompt set before dividing.
+- AUP of one method's (TPF rho_i, accuracy y_i in percent) points, sorted by rho: with y_1 the
+  accuracy at the smallest rho, points below y_1 - 5 are dropped, and
+  AUP = rho_1 * y_1 + sum_i (rho_i - rho_{i-1}) * (y_i W(y_i) + y_{i-1} W(y_{i-1})) / 2,
+  W(y) = min(exp(-alpha (1 - y / y_max)), 1), alpha = 3, y_max the best accuracy of any method
+  on the task. d3LLM refuses a curve whose fastest point lost more than 5 points; we drop such
+  points as its filter does for the others and report how many were dropped.
+
+A single configuration is one point; its AUP is taken over the curve from the dense baseline to
+it (dense, then the configuration), so a configuration that loses more than 5 points scores only
+dense's area and one that keeps accuracy is credited for its extra parallelism.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+AUP_ALPHA = 3.0
+AUP_DROP_POINTS = 5.0
+# Within this many accuracy points of the frontier a configuration is "on" it.
+FRONTIER_TOLERANCE = 1.0
+
+
+def tokens_per_forward(tokens: float, nfe: float) -> float:
+    """Answer tokens per forward pass (NaN without a pass)."""
+    return tokens / nfe if nfe > 0 else float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class Aup:
+    """An AUP value and how many points d3LLM's 5-point filter left out."""
+
+    value: float
+    dropped: int
+
+
+def aup(points: Sequence[tuple[float, float]], y_max: float, *, alpha: float = AUP_ALPHA,
+        drop: float = AUP_DROP_POINTS) -> Aup:
+    """d3LLM's area under the accuracy-parallelism curve.
+
+    Args:
+        points: (TPF, accuracy in percent) pairs of one method, any order.
+        y_max: the best accuracy (percent) of any method on the task, for the weight W.
+        alpha: the weight's sharpness (d3LLM: 3).
+        drop: points more than this many accuracy points below the slowest point's are left out.
+
+    Raises:
+        ValueError: no point, a non-finite value, or y_max <= 0.
+    """
+    if not points:
+        raise ValueError("AUP needs at least one (TPF, accuracy) point")
+    if not all(math.isfinite(r) and math.isfinite(y) for r, y in points):
+        raise ValueError(f"AUP points must be finite, got {list(points)}")
+    if not y_max > 0:
+        raise ValueError(f"`y_max` must be > 0 (the best accuracy in percent), got {y_max}")
+    ordered = sorted(points)
+    first = ordered[0][1]
+    kept = [(r, y) for r, y in ordered if y >= first - drop]
+
+    def weight(y: float) -> float:
+        return min(math.exp(-alpha * (1.0 - y / y_max)), 1.0)
+
+    area = kept[0][0] * kept[0][1]
+    for (r0, y0), (r1, y1) in pairwise(kept):
+        area += 0.5 * (r1 - r0) * (y1 * weight(y1) + y0 * weight(y0))
+    return Aup(area, len(ordered) - len(kept))
+
+
+def frontier_position(nfe: float, accuracy: float, frontier: Sequence[tuple[float, float]], *,
+                      tolerance: float = FRONTIER_TOLERANCE) -> str:
+    """Where a configuration sits against a sweep's NFE-accuracy frontier.
+
+    The frontier's accuracy at `nfe` is interpolated linearly between its points (sorted by
+    NFE); "above" / "below" when the configuration's accuracy is more than `tolerance` points
+    (accuracy in percent) above / below it, "on" otherwise, and "outside" when `nfe` lies
+    beyond the frontier's NFE range (no sweep point to compare with).
+    """
+    ordered = sorted(frontier)
+    if not ordered or not ordered[0][0] <= nfe <= ordered[-1][0]:
+        return "outside"
+    for (n0, a0), (n1, a1) in pairwise(ordered):
+        if n0 <= nfe <= n1:
+            expected = a0 if n1 == n0 else a0 + (a1 - a0) * (nfe - n0) / (n1 - n0)
+            break
+    else:
+        expected = ordered[0][1]
+    if accuracy > expected + tolerance:
+        return "above"
+    if accuracy < expected - tolerance:
+        return "below"
+    return "on"

@@ -1,0 +1,67 @@
+"""Sweep one knob of one configuration: `threshold(threshold=0.5:0.99:8)` -> eight configurations.
+
+The bench runs the expanded configurations like any others (prompt by prompt, against dense)
+and reports the knob's NFE-accuracy frontier, its AUP, and where every other configuration of
+the same run sits against that frontier (dllm_viz/metrics.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# `name=lo:hi:count` inside a component's parentheses.
+_RANGE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([-+0-9.eE]+):([-+0-9.eE]+):([0-9]+)")
+MAX_POINTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A configuration with one knob over a range.
+
+    Attributes:
+        spec: what the user wrote.
+        knob: the swept field's name.
+        values: the knob's values, evenly spaced from lo to hi inclusive.
+        labels: one bench configuration per value (the spec with the range replaced).
+    """
+
+    spec: str
+    knob: str
+    values: tuple[float, ...]
+    labels: tuple[str, ...]
+
+
+def parse_sweep(spec: str) -> Sweep:
+    """Expand `rule(knob=lo:hi:count,...)+...` into `count` configurations.
+
+    Raises:
+        ValueError: no range or more than one, count outside 2..MAX_POINTS, lo >= hi, or a bound
+            that is not a number (the message shows the form to write).
+    """
+    found = list(_RANGE.finditer(spec))
+    if len(found) != 1:
+        raise ValueError(
+            f"a sweep needs exactly one knob range written name=lo:hi:count, e.g. "
+            f"'threshold(threshold=0.5:0.99:8)'; {spec!r} has {len(found)}"
+        )
+    match = found[0]
+    knob, low_text, high_text, count_text = match.groups()
+    try:
+        low, high = float(low_text), float(high_text)
+    except ValueError as exc:
+        raise ValueError(f"sweep bounds of {knob!r} must be numbers, got {low_text!r} and {high_text!r}") from exc
+    count = int(count_text)
+    if not 2 <= count <= MAX_POINTS:
+        raise ValueError(f"a sweep takes 2..{MAX_POINTS} points, got {count} in {spec!r}")
+    if not low < high:
+        raise ValueError(f"sweep range of {knob!r} must go from low to high, got {low_text}:{high_text}")
+    values = tuple(float(v) for v in np.linspace(low, high, count))
+    integral = all(float(v).is_integer() for v in (low, high)) and (high - low) % (count - 1) == 0
+    labels = tuple(
+        spec[: match.start()] + f"{knob}={int(v) if integral else round(v, 6):g}" + spec[match.end():]
+        for v in values
+    )
+    return Sweep(spec=spec, knob=knob, values=values, labels=labels)

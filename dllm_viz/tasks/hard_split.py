@@ -1,0 +1,64 @@
+"""The `hard` task: one prompt set mixing every family on which parallel decoding can fail.
+
+`HARD_FAMILIES` is the one declaration of the mix: the held-out set (`--task hard`), the
+training rows (`train-tiny --hard-fraction`) and the held-out training score all read it. Each
+problem keeps its family's task name (`hard/chain`, `parallelbench/copy`, ...), so it is scored
+by its own family's scorer and a report can break accuracy down by family.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from dllm_viz.tasks.base import Problem, Split, Task, check_count, check_split
+from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
+
+# (task name, weight): depth and breadth arithmetic, then ParallelBench's synthetic tasks.
+HARD_FAMILIES: tuple[tuple[str, float], ...] = (
+    ("hard/chain", 0.3),
+    ("hard/breadth", 0.2),
+    *((f"parallelbench/{op}", 0.04) for op in LIST_OPS),
+    *((f"parallelbench/{puzzle}", 0.05) for puzzle in PUZZLES),
+)
+
+
+def family_counts(n: int, rng: random.Random) -> dict[str, int]:
+    """How many of `n` problems each family gets: by weight, the remainder drawn at random."""
+    check_count(n)
+    total = sum(weight for _, weight in HARD_FAMILIES)
+    counts = {name: int(n * weight / total + 1e-9) for name, weight in HARD_FAMILIES}
+    names = [name for name, _ in HARD_FAMILIES]
+    weights = [weight for _, weight in HARD_FAMILIES]
+    for name in rng.choices(names, weights=weights, k=n - sum(counts.values())):
+        counts[name] += 1
+    return counts
+
+
+class HardTask:
+    """Every hard family, mixed by `HARD_FAMILIES`; scoring goes to each problem's own family."""
+
+    name = "hard"
+
+    def __init__(self, lookup: Callable[[str], Task]) -> None:
+        """`lookup` resolves a family name (the registry's get_task, passed in to avoid a cycle)."""
+        self._lookup = lookup
+
+    def generate(self, n: int, *, seed: int, split: Split = "train") -> list[Problem]:
+        """`n` problems of `split` across the families, interleaved in a seeded order.
+
+        Each family's defaults are its difficulty; to change a knob, generate that family
+        (e.g. `--task hard/chain`) on its own.
+        """
+        check_split(split)
+        rng = random.Random(f"hard:{seed}:{split}")
+        problems = []
+        for name, count in family_counts(n, rng).items():
+            if count:
+                problems += self._lookup(name).generate(count, seed=seed, split=split)
+        rng.shuffle(problems)
+        return problems
+
+    def score(self, problem: Problem, completion: str) -> bool:
+        """The problem's own family's verdict."""
+        return self._lookup(problem.task).score(problem, completion)

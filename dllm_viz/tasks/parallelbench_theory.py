@@ -1,0 +1,63 @@
+"""ParallelBench's closed-form accuracy of parallel decoding, for comparison with a measured curve.
+
+The paper (ParallelBench, ICLR 2026, section 4) takes an ideal model that knows every position's
+marginal exactly and reveals k of n list items per step, each drawn independently from its
+marginal given what is already revealed. Then (docs/TESTBED.md):
+
+- copy (and replace at a given index): the answer is one fixed list, every marginal is a point
+  mass, so accuracy is 1 for every k;
+- shuffle: any order but the original. With r items left, revealing k of them independently is
+  right only when they are distinct: P(r, k) / r^k, so Acc(k) = prod_i P(r_i, k_i) / r_i^k_i over
+  the steps (r_i items left, k_i = min(k, r_i) revealed); k = n gives n!/n^n, k = 1 gives 1;
+- replace with any one person (greedy decoding): every position keeps its input name with
+  probability (r-1)/r, so greedy keeps names until the last step; with r_last positions in it,
+  the answer is right for r_last = 1, a coin flip for r_last = 2 (a tie), wrong for r_last > 2.
+
+Where k does not divide n we let the last step reveal the remainder (the paper states k | n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+THEORY_OPS: tuple[str, ...] = ("copy", "replace_index", "shuffle", "replace_random")
+
+
+def closed_form_accuracy(op: str, n: int, k: int) -> float:
+    """The ideal model's accuracy on `op` over n items with k items revealed per step.
+
+    Raises:
+        ValueError: an operation without a closed form, or n, k < 1.
+    """
+    if op not in THEORY_OPS:
+        raise ValueError(f"ParallelBench derives a closed form for {THEORY_OPS}, not {op!r}")
+    if n < 1 or k < 1:
+        raise ValueError(f"need n >= 1 items and k >= 1 items per step, got n={n}, k={k}")
+    if op in ("copy", "replace_index"):
+        return 1.0
+    if op == "shuffle":
+        accuracy, left = 1.0, n
+        while left > 0:
+            step = min(k, left)
+            accuracy *= math.perm(left, step) / left**step
+            left -= step
+        return accuracy
+    last = (n - 1) % k + 1  # positions revealed in the final step
+    return {1: 1.0, 2: 0.5}.get(last, 0.0)
+
+
+def main() -> None:
+    """Print the closed-form curve of one operation for k = 1..n."""
+    parser = argparse.ArgumentParser(prog="python -m dllm_viz.tasks.parallelbench_theory", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", choices=THEORY_OPS, default="shuffle")
+    parser.add_argument("--n", type=int, default=5, help="list length (items)")
+    args = parser.parse_args()
+    print(f"op={args.op} n={args.n}")
+    for k in range(1, args.n + 1):
+        print(f"k={k} accuracy={closed_form_accuracy(args.op, args.n, k):.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Writing a trace file so that a failure loses nothing and leaves nothing behind.
+
+A save writes to a hidden temporary file in the target's folder (so the final rename is atomic
+and on the same disk), then moves it into place: replacing an existing file only when asked,
+never half-written. Whatever goes wrong (a folder that is a file, a target that is a directory,
+a full disk, no permission), the temporary file is removed and the error says what to change.
+The temporary name starts with '.' and does not end in '.npz', so no trace library lists it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+PARTIAL_SUFFIX = ".partial"
+
+
+class TraceSaveError(ValueError):
+    """A trace that could not be saved; nothing was written, and the message names the path and the fix."""
+
+
+def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) -> Path:
+    """Write `arrays` as a compressed .npz at `path` atomically; returns `path`.
+
+    Raises:
+        TraceSaveError: `path` exists and `overwrite` is False, is a directory, its folder is
+            a file or cannot be created, or the write failed (disk full, permission denied).
+    """
+    if path.is_dir():
+        raise TraceSaveError(f"{str(path)!r} is a directory; save to a file inside it, "
+                             f"e.g. {str(path / 'trace.npz')!r}")
+    if not overwrite and path.exists():
+        raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
+                             "told to overwrite it)")
+    _make_folder(path.parent)
+    # Unique per call: Streamlit sessions are threads of one process, and may save the same name.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
+    try:
+        with tmp.open("wb") as handle:
+            np.savez_compressed(handle, **arrays)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _move_into_place(tmp, path, overwrite)
+    except OSError as exc:
+        raise TraceSaveError(_os_message(path, exc)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def trace_files(folder: Path) -> list[str]:
+    """Names of the traces in `folder`, sorted: *.npz files, without hidden files and the
+    `*.npz.tmp.npz` leftovers that saves before this module could leave behind."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.glob("*.npz")
+                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp.npz"))
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise TraceSaveError(f"cannot save into {str(folder)!r}: it (or a folder above it) is a file, not a "
+                             "folder; choose another folder") from None
+    except OSError as exc:
+        raise TraceSaveError(_os_message(folder, exc)) from None
+
+
+def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Rename `tmp` to `path`; without `overwrite`, a hard link refuses an existing file atomically."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
+                             "told to overwrite it)") from None
+    except OSError:  # a file system without hard links: check, then rename
+        if path.exists():
+            raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace "
+                                 "only when told to overwrite it)") from None
+        os.replace(tmp, path)
+
+
+def _os_message(path: Path, exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk holding {str(path)!r} is full; free some space or save elsewhere (nothing was written)"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {str(path)!r} (permission denied or read-only); choose a folder you can write to"
+    if isinstance(exc, IsADirectoryError):
+        return f"{str(path)!r} is a directory; save to a file inside it"
+    return f"cannot write {str(path)!r} ({exc.strerror or exc.__class__.__name__}); choose another path"

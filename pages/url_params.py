@@ -1,0 +1,142 @@
+"""Say which URL parameters a page could not use, instead of silently showing its defaults.
+
+Streamlit's `bind="query-params"` ignores a value its widget cannot take (`threshold=5`,
+`gen=-3`, `seed=abc`, an unknown rule) and strips it from the address bar, so a shared link
+would quietly show another view. app.py reads the raw parameters before any widget exists and
+shows one warning naming each parameter that will be dropped and what it accepts.
+
+The checks follow the widgets: policy fields are parsed by the component's own field types and
+validated by constructing the component (so the range in the message is the component's own);
+component pickers accept their registry's names; gen lengths the select slider's values. Keys
+of other controls are not judged here (no false alarms).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+
+import streamlit as st
+
+from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
+from dllm_viz.policies.base import parse_field
+
+GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # pages/widgets.GEN_LENGTHS (kept streamlit-free here)
+CACHE_MODES = ("none", "prefix", "dual")
+SEED_MAX = 2**31 - 1
+# Prefixes of the composition form (Decode: none, Compare: c1_..c4_) and of Tune's field widgets.
+_FORM_PREFIX = re.compile(r"(c[1-4]_)?")
+_FIELD_PREFIX = re.compile(r"(c[1-4]_|tune_)?")
+_BOOLS = ("true", "false")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str | None]:
+    return lambda text: None if text in options else f"one of {', '.join(options)}"
+
+
+def _integer(low: int, high: int) -> Callable[[str], str | None]:
+    def check(text: str) -> str | None:
+        try:
+            ok = low <= int(text) <= high
+        except ValueError:
+            ok = False
+        return None if ok else f"an integer from {low} to {high}"
+    return check
+
+
+def _gen_length(text: str) -> str | None:
+    return None if text in {str(g) for g in GEN_LENGTHS} else f"one of {', '.join(map(str, GEN_LENGTHS))}"
+
+
+_COMPONENT_KEYS: dict[str, Callable[[str], str | None]] = {
+    "rule": _choice(tuple(RULES)),
+    "block": _choice(tuple(BLOCKS)),
+    "cache": _choice(CACHE_MODES),
+    "ce": _choice(_BOOLS),
+    "eos": _choice(_BOOLS),
+    "refresh": _integer(1, 10**6),
+}
+_PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
+    "seed": _integer(0, SEED_MAX),
+    "gen": _gen_length,
+    "cmp_gen": _gen_length,
+    "tune_gen": _gen_length,
+    "tune_block": _integer(1, 1024),
+}
+
+
+def _owners(field: str) -> list[type]:
+    return [cls for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS) for cls in registry.values()
+            if field in getattr(cls, "__dataclass_fields__", {})]
+
+
+def field_problem(field: str, text: str) -> str | None:
+    """Why `text` is not a value of policy field `field` (None if some component takes it, or if
+    the field is free text such as a weights path or delimiters, which the page checks itself)."""
+    reasons = []
+    for cls in _owners(field):
+        kind = cls.__dataclass_fields__[field].type
+        if "str" in str(kind) and "Literal" not in str(kind):
+            return None  # free text: any value reaches the widget
+        try:
+            value = parse_field(cls, field, text)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"`{field}` must be a finite number, got {text}")
+            cls(**{field: value})
+        except (ValueError, TypeError) as exc:
+            reasons.append(str(exc))
+            continue
+        return None
+    return reasons[0] if reasons else None
+
+
+def dropped_params(query: Mapping[str, str]) -> list[str]:
+    """One phrase per URL parameter the page will ignore: `name=value (what it accepts)`."""
+    out = []
+    for key, text in query.items():
+        problem = _problem(key, str(text))
+        if problem is not None:
+            out.append(f"{key}={str(text)[:40]!r} ({problem})")
+    return out
+
+
+def _problem(key: str, text: str) -> str | None:
+    if key in _PAGE_KEYS:
+        return _PAGE_KEYS[key](text)
+    form = _FORM_PREFIX.match(key)
+    bare = key[form.end():] if form else key
+    if bare in _COMPONENT_KEYS:
+        return _COMPONENT_KEYS[bare](text)
+    match = _FIELD_PREFIX.match(key)
+    field = key[match.end():] if match else key
+    if _owners(field):
+        return field_problem(field, text)
+    return None
+
+
+def warning_text(query: Mapping[str, str]) -> str | None:
+    """The warning to show for `query`, or None when every parameter is usable."""
+    dropped = dropped_params(query)
+    if not dropped:
+        return None
+    return ("This link has settings the page cannot use, so it shows their defaults instead: "
+            + "; ".join(dropped) + ".")
+
+
+def warn_dropped_params(page: str) -> None:
+    """Show the warning for this page's link; call before any bound widget exists (app.py).
+
+    Streamlit strips the bad values on the first run, so the warning is remembered for the
+    page in session state and shown on its reruns until another page is opened.
+    """
+    text = warning_text(st.query_params.to_dict())
+    remembered = st.session_state.get("_url_warning")
+    if text is not None:
+        st.session_state["_url_warning"] = (page, text)
+    elif remembered is not None and remembered[0] == page:
+        text = remembered[1]
+    else:
+        st.session_state.pop("_url_warning", None)
+    if text is not None:
+        st.warning(text, icon=":material/link_off:")

@@ -1,0 +1,222 @@
+"""The hard split: depth chains, breadth (several valid forms), ParallelBench's tasks, the mix."""
+
+from __future__ import annotations
+
+import collections
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dllm_viz.tasks import HARD_FAMILIES, TASKS, get_task
+from dllm_viz.tasks.base import split_of
+from dllm_viz.tasks.hard import BreadthTask, ChainTask, wrong_lines
+from dllm_viz.tasks.parallelbench import (
+    LIST_OPS,
+    PuzzleTask,
+    WaitingLineTask,
+    _all_sudokus,
+    format_list,
+    list_is_correct,
+    parse_grid,
+    parse_list,
+)
+
+LINE_RE = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)$")
+FAMILIES = [name for name, _ in HARD_FAMILIES]
+
+
+@pytest.mark.parametrize("name", [*FAMILIES, "hard"])
+def test_every_family_is_deterministic_held_out_by_content_and_solved_by_its_target(name: str) -> None:
+    task = get_task(name)
+    heldout = task.generate(40, seed=5, split="heldout")
+    assert heldout == task.generate(40, seed=5, split="heldout")
+    assert heldout != task.generate(40, seed=6, split="heldout")
+    train = task.generate(200, seed=5, split="train")
+    assert {p.problem_id for p in heldout}.isdisjoint(p.problem_id for p in train)
+    assert all(split_of(p.problem_id) == "heldout" for p in heldout)
+    assert len({p.problem_id for p in heldout}) == 40
+    assert all(get_task(p.task).score(p, p.target) for p in heldout + train)
+    assert all(task.score(p, p.target) for p in heldout)
+
+
+def test_hard_mix_follows_the_declared_weights() -> None:
+    counts = collections.Counter(p.task for p in get_task("hard").generate(400, seed=1, split="heldout"))
+    total = sum(w for _, w in HARD_FAMILIES)
+    for name, weight in HARD_FAMILIES:
+        assert int(400 * weight / total + 1e-9) <= counts[name] <= 400 * weight / total + 2  # + a drawn remainder
+    assert set(counts) == set(FAMILIES) and all(name in TASKS for name in FAMILIES)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_chains_are_five_to_twelve_dependent_lines(seed: int) -> None:
+    (problem,) = ChainTask().generate(1, seed=seed, split="train")
+    *lines, final = problem.target.split("\n")
+    assert 5 <= len(lines) <= 12
+    previous = None
+    for line in lines:
+        left, op, right, result = LINE_RE.match(line).groups()  # type: ignore[union-attr]
+        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
+        if previous is not None:
+            assert int(left) == previous  # every line starts from the result above
+        previous = int(result)
+    assert final == f"#### {previous}" and problem.task == "hard/chain"
+
+
+def test_breadth_problems_have_several_valid_forms_that_all_score() -> None:
+    task = BreadthTask()
+    forms = collections.defaultdict(set)
+    for seed in range(60):
+        for problem in task.generate(30, seed=seed, split="train", max_extra=0, max_groups=2):
+            forms[problem.problem_id].add(problem.target)
+    multi = [targets for targets in forms.values() if len(targets) > 1]
+    assert multi, "the same problem never came in two surface forms"
+    for targets in multi:
+        first, second = sorted(targets)[:2]
+        assert first.split("\n")[-1] == second.split("\n")[-1]  # same `#### N`
+        assert not wrong_lines(first) and not wrong_lines(second)
+
+
+def test_breadth_mixing_two_forms_line_by_line_is_caught() -> None:
+    # "3 * 4 = 12" and "4 * 3 = 12" mixed position by position: left of one form, right of the other.
+    assert wrong_lines("3 * 3 = 12\n2 * 5 = 10\n12 + 10 = 22\n#### 22") == ["3 * 3 = 12"]
+    assert wrong_lines("4 * 3 = 12\n12 / 5 = 2") == ["12 / 5 = 2"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"groups": 1}, "2 <= groups"), ({"max_groups": 4}, "max_groups <= 3"),
+    ({"min_extra": 3, "max_extra": 2}, "min_extra <= max_extra"), ({"max_extra": 9}, "<= 8"),
+    ({"max_result": 8}, "max_result >= 12"),
+])  # fmt: skip
+def test_breadth_knobs_out_of_range_are_named(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        BreadthTask().generate(1, seed=0, **kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"min_ops": 0}, "1 <= min_ops"), ({"max_ops": 17}, "max_ops <= 16"), ({"max_operand": 2}, "max_operand >= 3"),
+])  # fmt: skip
+def test_chain_knobs_out_of_range_are_named(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ChainTask().generate(1, seed=0, **kwargs)
+
+
+def test_a_too_small_space_says_so() -> None:
+    with pytest.raises(ValueError, match=r"distinct 'heldout' problems.*widen"):
+        ChainTask().generate(500, seed=0, split="heldout", min_ops=1, max_ops=1, max_operand=3, max_result=6,
+                             max_multiplier=2)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "3"])
+def test_bad_counts_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="`n` must be a whole number"):
+        ChainTask().generate(bad, seed=0)  # type: ignore[arg-type]
+
+
+def test_waiting_line_knobs_and_lengths() -> None:
+    with pytest.raises(ValueError, match="max_length <= 15"):
+        WaitingLineTask("copy").generate(1, seed=0, max_length=16)
+    problems = WaitingLineTask("copy").generate(50, seed=0, min_length=3, max_length=6)
+    assert {len(parse_list(p.target) or []) for p in problems} == {3, 4, 5, 6}
+
+
+NAMES = ["Mia Stone", "Tom Reed", "Ava Park", "Leo Hill"]
+
+
+@pytest.mark.parametrize(("op", "word", "index", "answer", "ok"), [
+    ("copy", "", 0, NAMES, True),
+    ("copy", "", 0, NAMES[::-1], False),
+    ("reverse", "", 0, NAMES[::-1], True),
+    ("sort", "", 0, sorted(NAMES), True),
+    ("shuffle", "", 0, NAMES[1:] + NAMES[:1], True),
+    ("shuffle", "", 0, NAMES, False),  # the original order is not a shuffle
+    ("shuffle", "", 0, [NAMES[0]] * 4, False),  # two valid orders mixed: a name twice
+    ("insert_index", "Eli Bell", 1, [NAMES[0], "Eli Bell", *NAMES[1:]], True),
+    ("insert_index", "Eli Bell", 1, ["Eli Bell", *NAMES], False),
+    ("insert_random", "Eli Bell", 0, [*NAMES, "Eli Bell"], True),
+    ("insert_random", "Eli Bell", 0, [*NAMES[:3], "Eli Bell"], False),
+    ("remove_index", "", 2, NAMES[:2] + NAMES[3:], True),
+    ("remove_random", "", 0, NAMES[1:], True),
+    ("remove_random", "", 0, NAMES[2:], False),
+    ("replace_index", "Eli Bell", 3, [*NAMES[:3], "Eli Bell"], True),
+    ("replace_random", "Eli Bell", 0, ["Eli Bell", *NAMES[1:]], True),
+    ("replace_random", "Eli Bell", 0, ["Eli Bell", "Eli Bell", *NAMES[2:]], False),
+])  # fmt: skip
+def test_list_verdicts_follow_parallelbench(op: str, word: str, index: int, answer: list[str], ok: bool) -> None:
+    assert op in LIST_OPS
+    assert list_is_correct(op, NAMES, word, index, answer) is ok
+
+
+def test_scoring_parses_the_last_list_leniently() -> None:
+    (problem,) = WaitingLineTask("reverse").generate(1, seed=2, split="heldout")
+    names = parse_list(problem.target) or []
+    assert get_task(problem.task).score(problem, "[\"x\"]\n" + format_list(names) + "<eos>")
+    assert get_task(problem.task).score(problem, "[" + ", ".join(names) + "]")  # quotes optional
+    assert not get_task(problem.task).score(problem, "no list here")
+    assert parse_list("[]") == []
+
+
+def test_latin_squares_accept_any_valid_square_over_the_given_symbols() -> None:
+    task = PuzzleTask("latin_square")
+    (problem,) = task.generate(1, seed=4, split="heldout")
+    a, b, c, d = problem.gold
+    assert task.score(problem, f"{a},{b},{c},{d}\n{b},{a},{d},{c}\n{c},{d},{a},{b}\n{d},{c},{b},{a}")
+    assert not task.score(problem, f"{a},{b},{c},{d}\n{b},{a},{d},{c}\n{c},{d},{a},{b}\n{d},{c},{a},{b}")
+    assert not task.score(problem, "A,B\nB,A")
+    forms = {p.target for seed in range(40) for p in task.generate(1, seed=seed, split="train")}
+    assert len(forms) > 30
+
+
+def test_sudokus_have_one_solution_and_need_the_exact_one() -> None:
+    assert len(set(_all_sudokus())) == 288  # the known count of solved 4x4 sudokus
+    for grid in _all_sudokus():
+        rows = [grid[4 * r : 4 * r + 4] for r in range(4)]
+        assert all(len(set(row)) == 4 for row in rows) and all(len({row[c] for row in rows}) == 4 for c in range(4))
+        assert all(len({rows[r][c] for r in (br, br + 1) for c in (bc, bc + 1)}) == 4 for br in (0, 2) for bc in (0, 2))
+    task = PuzzleTask("sudoku")
+    for problem in task.generate(20, seed=1, split="heldout"):
+        grid = problem.prompt.split("\n")[1:]
+        assert sum(row.count("_") for row in grid) == 4
+        solutions = [s for s in _all_sudokus() if all(
+            ch == "_" or int(ch) == s[4 * r + c] for r, row in enumerate(grid) for c, ch in enumerate(row))]
+        assert len(solutions) == 1
+        assert task.score(problem, problem.target)
+        rows = problem.target.split("\n")
+        assert not task.score(problem, "\n".join(rows[1:] + rows[:1]))
+    assert parse_grid("1 2 3 4\n2,1,4,3\n3412\n4321") == [list("1234"), list("2143"), list("3412"), list("4321")]
+
+
+def test_training_rows_mix_in_the_hard_families() -> None:
+    from dllm_viz.train.config import DataConfig
+    from dllm_viz.train.data import training_problems
+
+    config = DataConfig(batch_size=64, hard_fraction=0.6, code_fraction=0.1, drill_every=0)
+    problems, _ = training_problems(config, seed=0, step=1)
+    tasks = collections.Counter(p.task for p in problems)
+    hard = sum(n for name, n in tasks.items() if name in FAMILIES)
+    assert len(problems) == 64 and 25 <= hard <= 52 and tasks["arith"] > 0
+    assert all(p.problem_id for p in problems)
+    assert training_problems(config, seed=0, step=1) == (problems, _)
+    with pytest.raises(ValueError, match="hard_fraction"):
+        DataConfig(hard_fraction=0.95, code_fraction=0.1)
+    random.Random(0)  # the batch stream is a pure function of (seed, step): no global RNG used
+
+
+def test_parallelbench_closed_forms_match_the_papers_special_cases() -> None:
+    import math
+
+    from dllm_viz.tasks.parallelbench_theory import closed_form_accuracy
+
+    for n in (3, 4, 6):
+        assert closed_form_accuracy("shuffle", n, 1) == 1.0
+        assert closed_form_accuracy("shuffle", n, n) == pytest.approx(math.factorial(n) / n**n)
+        assert closed_form_accuracy("copy", n, n) == 1.0 and closed_form_accuracy("replace_index", n, 2) == 1.0
+    # k = 2 gives (n-1)!! / n!! for even n.
+    assert closed_form_accuracy("shuffle", 6, 2) == pytest.approx((5 * 3 * 1) / (6 * 4 * 2))
+    assert [closed_form_accuracy("replace_random", 6, k) for k in (1, 2, 3, 6)] == [1.0, 0.5, 0.0, 0.0]
+    assert closed_form_accuracy("replace_random", 5, 2) == 1.0  # the last step reveals one position
+    with pytest.raises(ValueError, match="closed form"):
+        closed_form_accuracy("sort", 4, 2)
