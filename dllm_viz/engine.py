@@ -201,6 +201,7 @@ def iter_decode(
     config: DecodeConfig | None = None,
     *,
     generator: torch.Generator | None = None,
+    initial_tokens: np.ndarray | None = None,
 ) -> Iterator[StepRecord]:
     """Decode step by step, yielding one StepRecord per forward pass.
 
@@ -211,6 +212,9 @@ def iter_decode(
             threshold 0.9 in blocks of 32. Model-family defaults are resolved here.
         config: canvas length, temperature, step cap, precision; default DecodeConfig().
         generator: RNG for Gumbel noise; default a generator seeded with config.seed.
+        initial_tokens: the canvas to start from (gen_length ids; the mask id where still open),
+            default all masks. A fork of a recorded decode (dllm_viz.branching) starts from its
+            canvas at the fork step; filled positions are context and are never committed again.
 
     Raises:
         ValueError: empty prompt, prompt too long for the model, or a pipeline that cannot
@@ -226,6 +230,11 @@ def iter_decode(
     stop_ids = np.array(info.stop_token_ids)
     delimiter_ids = np.array(adapter.delimiter_ids(pipeline.delimiters) if pipeline.delimiters else [], np.int64)
     tokens = np.full(length, info.mask_token_id, dtype=np.int64)
+    if initial_tokens is not None:
+        if np.shape(initial_tokens) != (length,):
+            raise ValueError(f"`initial_tokens` must hold gen_length ({length}) ids, got shape "
+                             f"{np.shape(initial_tokens)}")
+        tokens[:] = np.asarray(initial_tokens, dtype=np.int64)
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
     rule_state = pipeline.rule.init_state(length)
     extra_state = None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length)

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from dllm_viz.stepper import Stepper
+from pages.branch import branch_panel
 from pages.common import (
     canvas_limit,
     check_prompt,
@@ -145,6 +146,8 @@ def viewer() -> None:
         landing()
         return
     trace_view(trace, st.session_state.get("trace_version", 0))
+    if adapter is not None and trace.is_complete and not st.session_state.get("playing"):
+        branch_panel(adapter, trace, st.session_state.get("trace_version", 0))
 
 
 viewer()

@@ -339,3 +339,24 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     nfe = [int(m.value) for m in at.metric]
     at.slider(key="learn_tau").set_value(0.1).run()
     assert int(at.metric[1].value) <= nfe[1] and not at.exception
+
+
+def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query={**FAST, "rule": "fixed_steps"}), "run")
+    trace = at.session_state["trace"]
+    at.number_input(key="fork_step").set_value(3).run()
+    at.slider(key="fork_threshold").set_value(0.05).run()
+    click(at, "fork_run")
+    assert not errors(at), errors(at)
+    version, branches = at.session_state["fork_result"]
+    assert branches.original is trace and branches.at == 3 and branches.fork.meta["fork_of"]["step"] == 3
+    assert metrics(at)["NFE, fork"] == str(branches.fork_nfe)
+    assert any(c["layout"]["title"]["text"] == "Where the branches part" for c in charts(at))
+    at.number_input(key="fork_position").set_value(0).run()
+    click(at, "fork_run")
+    assert any("type the token to force" in e for e in errors(at)), errors(at)
+    at.text_input(key="fork_token").set_value("7").run()
+    first = int(trace.commit_step.argmin())  # committed at step 0, before any fork step
+    at.number_input(key="fork_position").set_value(first).run()
+    click(at, "fork_run")  # the reason, not a traceback
+    assert any("already committed" in e for e in errors(at)), errors(at)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dllm_viz.figures._layout import position_labels
 from dllm_viz.figures._pooling import PooledGrid, pool_grid
+from dllm_viz.figures.branching import branch_divergence_line
 from dllm_viz.figures.compare import nfe_accuracy_scatter, nfe_bar, pareto_front, step_series_lines
 from dllm_viz.figures.export import figure_html, replay_figure, replay_html
 from dllm_viz.figures.forecast import kalman_forecast_bands
@@ -33,6 +34,7 @@ from dllm_viz.figures.volatility import volatility_band_heatmap, volatility_prof
 __all__ = [
     "CandidateRuns",
     "PooledGrid",
+    "branch_divergence_line",
     "candidate_history",
     "candidate_runs",
     "commit_order_heatmap",
