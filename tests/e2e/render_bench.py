@@ -1,7 +1,8 @@
 """Benchmark (not a test): browser timings of the heatmap and of the app's interactions.
 
 `python tests/e2e/render_bench.py` times confidence heatmaps of 64^2 to 1024^2 in headless
-Chromium; `python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
+Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads;
+`python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
 model and times, from the click to the finished rerun as the browser sees it: Run to heatmap
 (threshold, gen 128), a Step beyond its forward pass, each Learn chapter's first visit on a fresh
 server, Compare on one prompt with four policies, and a Tune slider move. `--threads N` sets
@@ -179,13 +180,37 @@ def app_bench(threads: int | None) -> None:
     print(f"uptime: {os.popen('uptime').read().strip()}")
 
 
+def thread_probe(rounds: int = 2, passes: int = 15) -> None:
+    """Median and max ms of a bundled-model pass on a gen-128 canvas with 1 and 2 intra-op threads, alternated."""
+    import torch
+
+    from dllm_viz import load
+
+    adapter = load("tiny", device="cpu")
+    prompt = adapter.encode_prompt("Tom has 12 apples. He buys 7 more. How many apples does he have now?")
+    canvas = torch.tensor(prompt + [adapter.info.mask_token_id] * 128)
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    for threads in (1, 2) * rounds:
+        torch.set_num_threads(threads)
+        adapter.logits(canvas)  # warm-up
+        times = []
+        for _ in range(passes):
+            started = time.perf_counter()
+            adapter.logits(canvas)
+            times.append(1000 * (time.perf_counter() - started))
+        print(f"{threads} thread(s): median {statistics.median(times):.1f} ms, max {max(times):.1f} ms", flush=True)
+
+
 def main() -> None:
     """Heatmap render times, or with --app the app's interaction timings."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--app", action="store_true", help="time the app's interactions on the bundled model")
     parser.add_argument("--threads", type=int, default=None, help="DLLM_VIZ_THREADS for the app server")
+    parser.add_argument("--thread-probe", action="store_true", help="time a model pass with 1 and 2 threads")
     args = parser.parse_args()
-    if args.app:
+    if args.thread_probe:
+        thread_probe()
+    elif args.app:
         app_bench(args.threads)
     else:
         heatmaps()
