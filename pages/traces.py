@@ -91,7 +91,7 @@ if chosen not in (None, "(none)"):
 
 st.markdown("#### Export and share")
 stem = str(chosen).removesuffix(".npz") if chosen not in (None, "(none)") else "trace"
-cols = st.columns(5)
+cols = st.columns(6)
 cols[0].download_button("Heatmap (HTML)", lambda: figures.figure_html(figures.confidence_heatmap(trace)),
                         file_name=f"{stem}-heatmap.html", mime="text/html", key="dl_html", on_click="ignore")
 cols[1].download_button("Replay (HTML)", lambda: figures.replay_html(trace), file_name=f"{stem}-replay.html",
@@ -103,6 +103,8 @@ if png_available():
                             file_name=f"{stem}-heatmap.png", mime="image/png", key="dl_png", on_click="ignore")
 else:
     cols[3].caption("PNG export needs kaleido and Chromium (apt-get install chromium); use HTML instead.")
+cols[5].download_button("Replay (GIF)", lambda: figures.decode_gif(trace), file_name=f"{stem}-replay.gif",
+                        mime="image/gif", key="dl_gif", on_click="ignore", help="an animated canvas for slides")
 query = share_query(trace)
 if cols[4].button("Open on Decode", key="traces_to_decode", on_click=open_on_decode, args=(trace, query)):
     # Only parameters no widget of this run is bound to can be set on a switch (Streamlit

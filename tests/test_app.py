@@ -299,7 +299,8 @@ def test_save_list_open_and_delete_a_trace(dirs: dict[str, Path]) -> None:
     assert any("already exists" in e for e in errors(at))
     at.selectbox(key="file").set_value("mine.npz").run()
     assert metrics(at)["NFE"] == str(decoded.nfe)
-    assert {b.proto.label for b in at.get("download_button")} >= {"Heatmap (HTML)", "Replay (HTML)", "Trace (.npz)"}
+    assert {b.proto.label for b in at.get("download_button")} >= {"Heatmap (HTML)", "Replay (HTML)", "Trace (.npz)",
+                                                                  "Replay (GIF)"}
     assert any(f"gen={decoded.gen_length}" in c.value for c in at.code)
     click(at, "traces_delete")
     assert not saved.exists() and at.selectbox(key="file").value == "(none)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -231,3 +232,23 @@ def test_a_stopped_decode_shows_its_masked_positions_as_masks(tiny_adapter: Any)
         pass
     done = stepper.trace()
     assert done.is_complete and output_text(done) == done.meta["answer_text"]
+
+
+def test_the_gif_has_one_frame_per_sampled_step_and_shows_the_canvas() -> None:
+    from PIL import Image
+
+    from dllm_viz.figures import decode_gif
+    from dllm_viz.figures.export import frame_steps
+
+    trace = make_trace(12, 40, seed=1)
+    data = decode_gif(trace, max_frames=8, tokens_per_row=10)
+    image = Image.open(io.BytesIO(data))
+    assert data.startswith(b"GIF89a") and image.n_frames == len(frame_steps(12, 8))
+    assert image.size[0] > 10 * 40 and image.info["loop"] == 0
+    image.seek(0)
+    first = image.convert("RGB").getcolors(1 << 16)
+    image.seek(image.n_frames - 1)
+    last = image.convert("RGB").getcolors(1 << 16)
+    assert first != last  # the canvas changes between the first and the last frame
+    with pytest.raises(ValueError, match="tokens_per_row"):
+        decode_gif(trace, tokens_per_row=0)

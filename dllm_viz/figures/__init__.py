@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dllm_viz.figures._layout import position_labels
 from dllm_viz.figures._pooling import PooledGrid, pool_grid
+from dllm_viz.figures.animation import decode_gif
 from dllm_viz.figures.branching import branch_divergence_line
 from dllm_viz.figures.compare import nfe_accuracy_scatter, nfe_bar, pareto_front, step_series_lines
 from dllm_viz.figures.export import figure_html, replay_figure, replay_html
@@ -39,6 +40,7 @@ __all__ = [
     "candidate_runs",
     "commit_order_heatmap",
     "confidence_heatmap",
+    "decode_gif",
     "entropy_heatmap",
     "figure_html",
     "kalman_forecast_bands",
