@@ -349,7 +349,7 @@ def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> 
     at.slider(key="fork_threshold").set_value(0.05).run()
     click(at, "fork_run")
     assert not errors(at), errors(at)
-    version, branches = at.session_state["fork_result"]
+    _, branches = at.session_state["fork_result"]
     assert branches.original is trace and branches.at == 3 and branches.fork.meta["fork_of"]["step"] == 3
     assert metrics(at)["NFE, fork"] == str(branches.fork_nfe)
     assert any(c["layout"]["title"]["text"] == "Where the branches part" for c in charts(at))
