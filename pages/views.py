@@ -7,12 +7,14 @@ charts (UX.md §4 item 4); the playhead lives in the token strip and the per-ste
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from dllm_viz import figures
+from dllm_viz.figures.forecast import MAX_PANELS
 from dllm_viz.policies.extras import KALMAN_LOWER, TSPD_GATE
 from dllm_viz.trace import Trace
 from pages.common import cached_figure, metrics_row, warn_if_cut_off
@@ -98,13 +100,20 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     summary = cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace))
     summary_slot.plotly_chart(with_playhead(summary, step), key=f"{prefix}summary", theme=None)
     views = policy_views(trace)
+    labels = [html.unescape(label) for label in figures.position_labels(trace)]
     if (trace.meta.get("pipeline", {}).get("block") or {}).get("name") == "adablock":
         st.plotly_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile", theme=None)
     choice = st.segmented_control("More views", list(views), default=list(views)[-1], key=f"{prefix}view",
                                   bind="query-params" if not prefix else None)
     if choice is not None:
+        build, name = views[choice], f"{prefix}view:{choice}"
+        if choice == "Kalman bands":  # the user picks the positions (a heatmap click is not reported)
+            picked = st.multiselect("Positions to show", list(range(trace.gen_length)), key=f"{prefix}kalman_pos",
+                                    max_selections=MAX_PANELS, format_func=lambda p: labels[p],
+                                    placeholder="default: CE's early commits, then spread over the order")
+            build, name = (lambda: figures.kalman_forecast_bands(trace, positions=picked or None)), f"{name}:{picked}"
         try:
-            fig = cached_figure(f"{prefix}view:{choice}", version, views[choice])
+            fig = cached_figure(name, version, build)
         except ValueError as exc:  # e.g. no position was tracked by CE yet in a partial trace
             st.info(f"The {choice} view has nothing to show yet: {exc}")
         else:

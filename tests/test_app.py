@@ -201,6 +201,11 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
         at.session_state["view"] = option
         at.run()
         assert not at.exception and not errors(at), option
+    at.session_state["view"] = "Kalman bands"
+    at.run()
+    at.multiselect(key="kalman_pos").set_value([3, 5]).run()  # the user's positions, one panel each
+    kalman = [c for c in charts(at) if "Kalman" in str(c["layout"].get("title", {}).get("text", ""))]
+    assert kalman and sorted(k for k in kalman[0]["layout"] if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
     at = open_app(query={**FAST, "rule": "tspd"})
     at.text_input(key="controller_weights").set_value(controller_options["controller_weights"]).run()
     click(at, "run")
