@@ -252,3 +252,13 @@ def test_the_gif_has_one_frame_per_sampled_step_and_shows_the_canvas() -> None:
     assert first != last  # the canvas changes between the first and the last frame
     with pytest.raises(ValueError, match="tokens_per_row"):
         decode_gif(trace, tokens_per_row=0)
+
+
+def test_position_ticks_are_every_kth_index_and_hover_keeps_the_token() -> None:
+    from dllm_viz.figures import confidence_heatmap
+
+    trace = make_trace(10, 200, seed=3)
+    xaxis = confidence_heatmap(trace).to_dict()["layout"]["xaxis"]
+    assert len(xaxis["tickvals"]) <= 16 and xaxis["tickangle"] == 0
+    assert all(text.isdigit() for text in xaxis["ticktext"])
+    assert all(":" in value for value in xaxis["tickvals"])  # the categories still carry index:token
