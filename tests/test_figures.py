@@ -262,3 +262,12 @@ def test_position_ticks_are_every_kth_index_and_hover_keeps_the_token() -> None:
     assert len(xaxis["tickvals"]) <= 16 and xaxis["tickangle"] == 0
     assert all(text.isdigit() for text in xaxis["ticktext"])
     assert all(":" in value for value in xaxis["tickvals"])  # the categories still carry index:token
+
+
+def test_a_short_commit_order_is_tall_enough_for_its_colour_bar() -> None:
+    from dllm_viz.figures import commit_order_heatmap
+    from dllm_viz.figures.tokens import MIN_GRID_HEIGHT
+
+    short, long = make_trace(8, 64, seed=4), make_trace(8, 640, seed=4)
+    assert commit_order_heatmap(short).layout.height == MIN_GRID_HEIGHT  # 2 rows of 32
+    assert commit_order_heatmap(long).layout.height == 110 + 34 * 20  # rows get 34 px each

@@ -138,9 +138,12 @@ def grid_layout(fig: go.Figure) -> go.Figure:
     return fig
 
 
+MIN_GRID_HEIGHT = 280  # below this a 2-row grid's colour bar piles its title on its tick labels
+
+
 def grid_height(size: int, width: int) -> int:
-    """Figure height that gives each wrapped row about 26 px."""
-    return 110 + 26 * max(1, -(-size // width))
+    """Figure height that gives each wrapped row about 34 px (readable tokens), at least MIN_GRID_HEIGHT."""
+    return max(MIN_GRID_HEIGHT, 110 + 34 * max(1, -(-size // width)))
 
 
 def text_color(state: int, is_draft: bool) -> str:
