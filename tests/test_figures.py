@@ -61,8 +61,11 @@ def test_confidence_uses_explicit_colourblind_scale_and_blanks_committed_cells()
 
 def test_each_overlay_is_one_trace() -> None:
     fig = confidence_heatmap(make_trace(40, 32, block_length=8))
-    assert [d.type for d in fig.data] == ["heatmap", "bar", "bar", "scatter"]
-    assert len(by_name(fig, "block boundary")) == len(by_name(fig, "volatility band edge")) == 1
+    assert [d.type for d in fig.data] == ["heatmap", "bar", "bar", "scatter", "scatter", "scatter"]
+    for name in ("block boundary", "volatility band edge"):  # drawn once; the legend shows a line, not a square
+        drawn, legend = by_name(fig, name)
+        assert drawn.type == "bar" and drawn.showlegend is False
+        assert legend.mode == "lines" and legend.legendgroup == drawn.legendgroup and legend.showlegend is not False
     assert len(by_name(fig, "commit")) == 1
 
 

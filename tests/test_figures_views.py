@@ -139,7 +139,9 @@ def test_volatility_regions_fallback_known_answer() -> None:
 def test_volatility_band_heatmap_prefers_the_recorded_extra() -> None:
     recorded = make_trace(12, 8)
     fig = volatility_band_heatmap(recorded)
-    assert "recorded" in fig.layout.title.text and [d.type for d in fig.data] == ["heatmap", "bar"]
+    assert "recorded" in fig.layout.title.text and [d.type for d in fig.data] == ["heatmap", "bar", "scatter"]
+    assert fig.data[1].marker.line.color == "#000000"  # a black edge on the light regions, not a white one
+    assert fig.data[2].mode == "lines" and fig.data[2].name == "block boundary"  # its legend entry is a line
     assert np.array_equal(np.asarray(fig.data[0].z), recorded.extras[VOLATILITY_REGION].astype(np.int8))
     derived = volatility_band_heatmap(make_trace(12, 8, with_extras=False))
     assert "derived" in derived.layout.title.text
