@@ -90,6 +90,10 @@ def show_one(results: list) -> None:
                  column_config={c: st.column_config.NumberColumn(format="%.2f")
                                 for c in ("NFE speedup", "seconds", WALL_SPEEDUP, "tokens/s", "tokens/step",
                                           "policy overhead %")})
+    st.download_button("Replay all on one step axis (HTML, works offline)",
+                       lambda: figures.comparison_replay_html(results), file_name="comparison-replay.html",
+                       mime="text/html", key="cmp_replay", on_click="ignore",
+                       help="a self-contained player (play, pause, scrub) of every run's canvas, plotly.js inline")
     align = st.toggle("Align step axes", key="cmp_align", bind="query-params",
                       help="off: each heatmap fills its own chart (a 5-step policy is readable); on: every chart "
                            f"spans the longest run's {longest} steps, so heights compare")

@@ -223,6 +223,7 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     assert dense.nfe == 32 and second.nfe == 16 and first.nfe < 32
     assert [m.value for m in at.metric if m.label == "NFE"] == [str(first.nfe), str(second.nfe)]
     heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert "Replay all on one step axis (HTML, works offline)" in [b.proto.label for b in at.get("download_button")]
     own = [h["layout"]["yaxis"].get("range") for h in heatmaps]
     assert len(heatmaps) == 2 and own[0] != own[1]  # each on its own step axis by default
     at.toggle(key="cmp_align").set_value(True).run()

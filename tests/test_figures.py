@@ -274,3 +274,19 @@ def test_a_short_commit_order_is_tall_enough_for_its_colour_bar() -> None:
     short, long = make_trace(8, 64, seed=4), make_trace(8, 640, seed=4)
     assert commit_order_heatmap(short).layout.height == MIN_GRID_HEIGHT  # 2 rows of 32
     assert commit_order_heatmap(long).layout.height == 110 + 34 * 20  # rows get 34 px each
+
+
+def test_a_comparison_replays_on_one_step_axis_and_finished_runs_hold_their_canvas() -> None:
+    from dllm_viz.figures import comparison_replay_figure, comparison_replay_html
+
+    fast, slow = make_trace(4, 32, seed=5, label="fast"), make_trace(12, 32, seed=6, label="slow")
+    fig = comparison_replay_figure([fast, slow], max_frames=64)
+    assert [f.name for f in fig.frames] == [str(s) for s in range(12)]
+    per_trace = len(fig.frames[0].data) // 2
+    last = fig.frames[-1].data
+    held = comparison_replay_figure([fast], max_frames=64).frames[-1].data  # fast's own last frame
+    np.testing.assert_array_equal(np.asarray(last[0].z), np.asarray(held[0].z))
+    assert {d.yaxis for d in last[per_trace:]} == {"y2"} and "NFE 12" in fig.layout.annotations[1].text
+    assert "<script" in comparison_replay_html([fast, slow], plotlyjs="cdn")
+    with pytest.raises(ValueError, match="one gen length"):
+        comparison_replay_figure([fast, make_trace(4, 16)])

@@ -11,7 +11,13 @@ from dllm_viz.figures._pooling import PooledGrid, pool_grid
 from dllm_viz.figures.animation import decode_gif
 from dllm_viz.figures.branching import branch_divergence_line
 from dllm_viz.figures.compare import nfe_accuracy_scatter, nfe_bar, pareto_front, step_series_lines
-from dllm_viz.figures.export import figure_html, replay_figure, replay_html
+from dllm_viz.figures.export import (
+    comparison_replay_figure,
+    comparison_replay_html,
+    figure_html,
+    replay_figure,
+    replay_html,
+)
 from dllm_viz.figures.forecast import kalman_forecast_bands
 from dllm_viz.figures.heatmaps import (
     confidence_heatmap,
@@ -39,6 +45,8 @@ __all__ = [
     "candidate_history",
     "candidate_runs",
     "commit_order_heatmap",
+    "comparison_replay_figure",
+    "comparison_replay_html",
     "confidence_heatmap",
     "decode_gif",
     "entropy_heatmap",
