@@ -21,7 +21,7 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
 from dllm_viz.trace import Trace
-from pages.common import DEFAULT_PROMPT, current_model, model_turn, require_app_frame, sample_prompts
+from pages.common import DEFAULT_PROMPT, current_model, diff_html, model_turn, require_app_frame, sample_prompts
 
 GEN = 64  # the example prompt's dense answer (about 41 tokens) fits with room for its end-of-text
 CHAPTERS = {
@@ -138,6 +138,11 @@ else:
         b.metric(f"NFE, threshold τ = {tau:g}", fast.nfe, delta=f"{fast.nfe - dense.nfe}", delta_color="inverse",
                  border=True)
         st.plotly_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe", theme=None)
+        left, right = st.columns(2)  # what the speed costs: the outputs, the words that changed marked
+        left.markdown("**Output, one token per step**")
+        left.code(figures.output_text(dense) or " ", language=None, wrap_lines=True)
+        right.markdown(f"**Output, τ = {tau:g}** (words that differ from the left marked)")
+        right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
     try_it(f"threshold {tau:g}", rule="threshold", threshold=tau, block_length=GEN)
 
 st.divider()

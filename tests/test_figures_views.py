@@ -231,3 +231,11 @@ def test_candidate_history_shows_a_candidate_changing_before_its_commit() -> Non
     assert candidate_history(trace, 0) == [(0, trace.token_text(4))]
     assert most_revised_position(trace) == 1
     assert most_revised_position(hand_trace([[4, 5]] * 2, [0, 1])) is None
+
+
+def test_kalman_bands_tick_whole_steps_on_a_short_trace() -> None:
+    from dllm_viz.figures import kalman_forecast_bands
+
+    trace = make_trace(5, 16, seed=2)  # synthetic Kalman extras on every position
+    fig = kalman_forecast_bands(trace, positions=[1, 2])
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis2.dtick == 1
