@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import CUT_OFF_NOTE, run_problem
+from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
+from dllm_viz.evaluation import CUT_OFF_NOTE, require_code_sandbox, run_problem
 from dllm_viz.metrics import Aup, aup, frontier_position
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.base import parse_field
@@ -29,7 +30,8 @@ from dllm_viz.tasks import Problem
 BASELINE = "dense"
 CACHE_MODES = ("none", "prefix", "dual")
 ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "tokens", "seconds", "forward_seconds",
-               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off", "completion")
+               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off",
+               "candidate_flips", "redundant_refinement", "completion")
 
 
 def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:
@@ -133,6 +135,7 @@ def run_bench(
     *,
     on_row: Callable[[dict[str, Any]], None] | None = None,
     finished: pd.DataFrame | None = None,
+    unsafe_exec: bool = False,
 ) -> pd.DataFrame:
     """One row per (configuration, problem).
 
@@ -141,11 +144,15 @@ def run_bench(
     CLI appends it to --out); `finished` holds rows of an interrupted run (`bench --resume`),
     which are not run again and come first in the result.
 
+    `unsafe_exec` scores code without the bubblewrap sandbox (see evaluation.evaluate).
+
     Raises:
         ValueError: `configs` has no "dense" entry (every ratio is against it).
+        SandboxUnavailableError: code problems, no usable bwrap, and `unsafe_exec` off.
     """
     if BASELINE not in configs:
         raise ValueError(f"configs must include the baseline {BASELINE!r}; got {sorted(configs)}")
+    require_code_sandbox(problems, unsafe=unsafe_exec)
     finished = pd.DataFrame(columns=list(ROW_COLUMNS)) if finished is None else finished
     done = set(zip(finished["config"].astype(str), finished["problem_id"].astype(str), strict=True))
     dense_done = finished[finished["config"] == BASELINE].set_index("problem_id")["completion"]
@@ -156,7 +163,7 @@ def run_bench(
         for label in [BASELINE, *[k for k in configs if k != BASELINE]]:
             if (label, problem.problem_id) in done:
                 continue
-            result, _ = run_problem(adapter, problem, configs[label], config)
+            result, trace = run_problem(adapter, problem, configs[label], config, unsafe_exec=unsafe_exec)
             if label == BASELINE:
                 dense_text = result.completion
             row = {
@@ -166,7 +173,8 @@ def run_bench(
                 "policy_seconds": result.policy_seconds,
                 "tokens_per_second": result.tokens_per_second,
                 "agrees_with_dense": result.completion == dense_text, "complete": result.complete,
-                "cut_off": result.cut_off, "completion": result.completion,
+                "cut_off": result.cut_off, "candidate_flips": candidate_flips(trace),
+                "redundant_refinement": wasted_refinement_fraction(trace), "completion": result.completion,
             }
             rows.append(row)
             if on_row is not None:
@@ -192,7 +200,10 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     otherwise), cut_off (answers that filled the canvas without an end-of-text token: too short a
     gen length, not necessarily a wrong policy), tpf (answer tokens per forward pass, d3LLM's
     TPF), aup (d3LLM's AUP of the curve from dense to the configuration, accuracy in percent and
-    y_max the run's best accuracy: dllm_viz/metrics.py), n.
+    y_max the run's best accuracy: dllm_viz/metrics.py), flip_share (share of problems on which
+    some answer position changed its top-1 candidate before it was committed), redundant
+    (mean share of masked token-steps spent on positions whose answer had already settled:
+    dllm_viz/dynamics.py; NaN for CSVs from before these columns), n.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -215,8 +226,18 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
                     else pd.Series(0, index=totals.index)),
         "tpf": _tpf(rows, totals["nfe"]),
         "aup": _aup_from_dense(grouped["correct"].mean(), _tpf(rows, totals["nfe"])),
+        "flip_share": _mean_of(rows, "candidate_flips", lambda c: c > 0),
+        "redundant": _mean_of(rows, "redundant_refinement", lambda c: c),
         "n": grouped.size(),
     })
+
+
+def _mean_of(rows: pd.DataFrame, column: str, value: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    """Per configuration, the mean of `value(rows[column])` (NaN when the column is absent)."""
+    labels = rows["config"].drop_duplicates()
+    if column not in rows:
+        return pd.Series(float("nan"), index=labels)
+    return value(pd.to_numeric(rows[column])).astype(float).groupby(rows["config"], sort=False).mean()
 
 
 def _tpf(rows: pd.DataFrame, nfe: pd.Series) -> pd.Series:

@@ -14,7 +14,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems
+from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
 from dllm_viz.tasks.export_sets import HELDOUT_SEED
 from dllm_viz.trace import Trace
 
@@ -127,15 +127,32 @@ def task_problems(task: str, n: int | None = None, data: str | Path | None = Non
     return heldout_problems(task, n)
 
 
+def require_code_sandbox(problems: Sequence[Problem], *, unsafe: bool = False) -> None:
+    """Refuse before any decoding when a problem's scorer runs code and the sandbox cannot.
+
+    Raises:
+        SandboxUnavailableError: naming the fix (install bubblewrap, or opt in to unsafe_exec).
+    """
+    if runs_code(problems):
+        sandbox.require_sandbox(unsafe=unsafe)
+
+
+def runs_code(problems: Sequence[Problem]) -> bool:
+    """Whether scoring any of `problems` executes code (its task says `runs_code`)."""
+    return any(getattr(get_task(p.task), "runs_code", False) for p in problems)
+
+
 def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
-                config: DecodeConfig) -> tuple[ProblemResult, Trace]:
-    """Decode one problem and score it with its task's scorer."""
+                config: DecodeConfig, *, unsafe_exec: bool = False) -> tuple[ProblemResult, Trace]:
+    """Decode one problem and score it with its task's scorer (code: see `evaluate`'s unsafe_exec)."""
     trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt)
     completion = str(trace.meta["answer_text"])
+    with sandbox.unsafe_exec(unsafe_exec):
+        correct = bool(get_task(problem.task).score(problem, completion))
     result = ProblemResult(
         problem_id=problem.problem_id,
         task=problem.task,
-        correct=bool(get_task(problem.task).score(problem, completion)),
+        correct=correct,
         nfe=trace.nfe,
         seconds=trace.wall_seconds,
         forward_seconds=float(trace.forward_seconds.sum()),
@@ -156,6 +173,7 @@ def evaluate(
     config: DecodeConfig,
     *,
     on_result: Callable[[int, ProblemResult], None] | None = None,
+    unsafe_exec: bool = False,
 ) -> list[ProblemResult]:
     """Decode and score each problem with its own task's scorer.
 
@@ -165,10 +183,16 @@ def evaluate(
         pipeline: decoding policy.
         config: decode settings (the same seed for every problem).
         on_result: called with (index, result) after each problem (progress).
+        unsafe_exec: score code without the bubblewrap sandbox (only its own process group,
+            rlimits and bounded output), for machines where bwrap cannot run.
+
+    Raises:
+        SandboxUnavailableError: code problems, no usable bwrap, and `unsafe_exec` off.
     """
+    require_code_sandbox(problems, unsafe=unsafe_exec)
     results = []
     for index, problem in enumerate(problems):
-        result, _ = run_problem(adapter, problem, pipeline, config)
+        result, _ = run_problem(adapter, problem, pipeline, config, unsafe_exec=unsafe_exec)
         results.append(result)
         if on_result is not None:
             on_result(index, result)

@@ -24,6 +24,8 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies import Pipeline
+from dllm_viz.policies.controller_weights import BUNDLED, load_controller
+from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
 from dllm_viz.tasks import load_problems
 from dllm_viz.threads import ThreadChoice, apply_inference_threads
 from dllm_viz.trace import Trace
@@ -32,6 +34,9 @@ SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
 TRACE_DIR_ENV = "DLLM_VIZ_TRACE_DIR"
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
 THREADS_ENV = "DLLM_VIZ_THREADS"
+MODELS_DIR_ENV = "DLLM_VIZ_MODELS_DIR"
+# The policy fields that name weight files, and the controller kind each must hold.
+WEIGHT_KINDS = {"controller_weights": "tspd", "filter_weights": "learn2pd"}
 MAX_PROMPT_CHARS = 4000
 OWN_PROMPT = "(type your own)"
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
@@ -58,6 +63,36 @@ def trace_dir() -> Path:
 def controller_dir() -> Path:
     """Where the Train page writes controllers: $DLLM_VIZ_CONTROLLER_DIR, else ~/.dllm_viz/controllers."""
     return Path(os.environ.get(CONTROLLER_DIR_ENV, "~/.dllm_viz/controllers")).expanduser()
+
+
+def models_dir() -> Path:
+    """Where browser-chosen checkpoints live: $DLLM_VIZ_MODELS_DIR, else ~/.dllm_viz/models."""
+    return Path(os.environ.get(MODELS_DIR_ENV, "~/.dllm_viz/models")).expanduser()
+
+
+def app_roots() -> dict[str, Path]:
+    """The folders the app serves, by the label messages use instead of their server paths."""
+    return {"models folder": models_dir(), "trace folder": trace_dir(), "controller folder": controller_dir()}
+
+
+def confine_weights(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with each weights file resolved inside the controller folder and checked now.
+
+    The field may come from a typed value or a shared link, so it must not reach other server
+    files; reading it here also turns a bad file into a message without server paths.
+    """
+    out = dict(options)
+    for name, kind in WEIGHT_KINDS.items():
+        value = out.get(name)
+        if not isinstance(value, str) or value == BUNDLED:
+            continue
+        path = inside(controller_dir(), value, what="controller weights", folder="controller folder")
+        try:
+            load_controller(str(path), kind)
+        except Exception as exc:  # a missing, corrupt or wrong-kind file: one message, no paths
+            raise ValueError(redact(str(exc), app_roots())) from None
+        out[name] = str(path)
+    return out
 
 
 @st.cache_resource(show_spinner="Loading model…")
@@ -122,8 +157,9 @@ def sidebar() -> None:
     """Model, device and seed controls shared by every page."""
     with st.sidebar:
         st.header("Model")
-        st.text_input("Model (tiny, a checkpoint directory or a hub id)", value=default_model(), key="model",
-                      help="'tiny' is the bundled model; or a local LLaDA / Dream / tiny checkpoint directory")
+        st.text_input("Model (tiny, or a checkpoint folder)", value=default_model(), key="model",
+                      help="'tiny' is the bundled model; or a LLaDA / Dream / tiny checkpoint folder inside the "
+                           "app's models folder ($DLLM_VIZ_MODELS_DIR), e.g. GSAI-ML/LLaDA-8B-Instruct")
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device")
         st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
                         bind="query-params", help="seeds sampling and random remasking")
@@ -139,9 +175,11 @@ def current_model() -> ModelAdapter | None:
     """
     name = st.session_state.get("model") or default_model()
     try:
-        adapter = cached_model(name, st.session_state.get("device", "auto"))
-    except ModelLoadError as exc:
-        st.error(f"Could not load the model: {exc}. Pick 'tiny' or an existing checkpoint directory in the sidebar.")
+        chosen = browser_model(name, models_root=models_dir(), allowed={"tiny", default_model()})
+        adapter = cached_model(chosen, st.session_state.get("device", "auto"))
+    except (OutsideRootError, ModelLoadError) as exc:
+        st.error(f"Could not load the model: {redact(str(exc), app_roots())}. Pick 'tiny' or a checkpoint folder "
+                 "inside the app's models folder in the sidebar.")
         return None
     st.session_state["threads"] = use_threads(adapter)
     return adapter

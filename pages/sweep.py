@@ -16,9 +16,11 @@ import streamlit as st
 
 from dllm_viz.bench import ROW_COLUMNS, run_bench
 from dllm_viz.config import DecodeConfig
+from dllm_viz.evaluation import require_code_sandbox
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import Problem
+from dllm_viz.tasks.sandbox import SandboxUnavailableError
 from pages.common import dense_pipeline, model_turn
 from pages.widgets import FieldSpec
 
@@ -64,6 +66,12 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
     The row list is stored before the first decode and filled in place, so a click that stops
     the run (Streamlit then refuses further session-state writes from it) keeps every row so far.
     """
+    try:
+        require_code_sandbox(problems)  # the app never offers the unsafe fallback
+    except SandboxUnavailableError:
+        st.error("Scoring code needs the bubblewrap sandbox, which is missing or cannot start on this server: "
+                 "install bubblewrap there (apt-get install bubblewrap) and restart the app.")
+        return
     total = max(len(problems) * len(configs), 1)
     rows: list[dict[str, Any]] = []
     st.session_state[key] = rows

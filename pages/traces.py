@@ -1,8 +1,9 @@
 """Traces: a library of recorded decodes on disk — save, upload, load, delete, export and share.
 
-Files are dllm_viz .npz traces (arrays + JSON metadata, never pickle) in a directory chosen
-here ($DLLM_VIZ_TRACE_DIR or ~/.dllm_viz/traces by default). Exports are built only when their
-download button is clicked. Saving never overwrites a file; deleting asks first.
+Files are dllm_viz .npz traces (arrays + JSON metadata, never pickle) in the trace library
+($DLLM_VIZ_TRACE_DIR or ~/.dllm_viz/traces by default) or in a subfolder of it typed here.
+Exports are built only when their download button is clicked. Saving never overwrites a file;
+deleting asks first.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dllm_viz import figures
+from dllm_viz.roots import OutsideRootError, inside, redact, relative_name
 from dllm_viz.trace import Trace, TraceFileError, TraceSaveError, load_trace
 from dllm_viz.trace_files import trace_files
 from pages.common import require_app_frame, set_trace, share_query, trace_dir
@@ -22,8 +24,15 @@ from pages.views import trace_view
 
 require_app_frame()
 st.title("Traces")
-folder = Path(st.text_input("Trace directory", str(trace_dir()), key="traces_dir",
-                            help="set DLLM_VIZ_TRACE_DIR to change the default")).expanduser()
+typed_folder = st.text_input("Trace folder", "", key="traces_dir", placeholder="the trace library itself",
+                             help="a subfolder of the app's trace library (set DLLM_VIZ_TRACE_DIR when starting "
+                                  "the app to move the library); leave empty for the library itself")
+try:
+    folder = inside(trace_dir(), typed_folder, what="trace folder", folder="trace library")
+except OutsideRootError as exc:
+    st.error(f"{exc}; showing the trace library itself.")
+    folder = trace_dir()
+shown_folder = relative_name(folder, trace_dir())
 
 with st.expander("Save a trace from this session", expanded=True):
     current = session_traces(st.session_state)
@@ -39,9 +48,9 @@ with st.expander("Save a trace from this session", expanded=True):
                 st.error(f"The file name {name!r} is not usable; use letters, digits, '_', '-' or '.'.")
             else:
                 try:
-                    st.success(f"Saved {current[label].save(target, overwrite=False)}")
+                    st.success(f"Saved {current[label].save(target, overwrite=False).name} in {shown_folder}")
                 except TraceSaveError as exc:  # exists already, folder is a file, disk full, ...
-                    st.error(f"Not saved: {exc}")
+                    st.error(f"Not saved: {redact(str(exc), {'trace folder': trace_dir()})}")
 
 with st.expander("Open a trace file from your computer"):
     upload = st.file_uploader("A .npz trace", type=["npz"], key="traces_upload")
@@ -54,7 +63,11 @@ with st.expander("Open a trace file from your computer"):
             st.error(f"Could not read the uploaded file: {exc}")
 
 files = trace_files(folder)
-st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {folder}")
+st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {shown_folder}")
+linked = st.query_params.get("file")
+if linked and linked != "(none)" and linked not in files and "file" not in st.session_state:
+    # The picker drops a value it does not offer; say so rather than show the library silently.
+    st.warning(f"The link names the trace {linked!r}, which is not in this library; pick one below.")
 chosen = st.selectbox("Open", ["(none)", *files], key="file", bind="query-params",
                       help="the file name goes into the address bar, so a link reopens this trace")
 if chosen not in (None, "(none)") and st.session_state.get("traces_opened") != chosen:
@@ -62,7 +75,7 @@ if chosen not in (None, "(none)") and st.session_state.get("traces_opened") != c
         set_trace(load_trace(folder / str(chosen)), key="traces_loaded")
         st.session_state["traces_opened"] = chosen
     except TraceFileError as exc:
-        st.error(f"Could not open {chosen}: {exc}")
+        st.error(f"Could not open {chosen}: {redact(str(exc), {'trace folder': trace_dir()})}")
         st.session_state.pop("traces_loaded", None)
         st.session_state["traces_opened"] = chosen
 
@@ -86,7 +99,7 @@ if loaded is None:
 trace: Trace = loaded
 if chosen not in (None, "(none)"):
     with st.popover("Delete this file"):
-        st.write(f"Delete {folder / str(chosen)} for good?")
+        st.write(f"Delete {chosen} for good?")
         st.button("Delete", key="traces_delete", type="primary", on_click=delete, args=(folder / str(chosen),))
 
 st.markdown("#### Export and share")

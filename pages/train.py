@@ -15,6 +15,7 @@ import streamlit as st
 
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
+from dllm_viz.roots import relative_name
 from dllm_viz.tasks import TASKS, get_task
 from dllm_viz.train.controller import ControllerConfig, TrainProgress, train_controller, trivial_controller
 from pages.common import canvas_limit, controller_dir, current_model, model_turn, require_app_frame
@@ -40,7 +41,7 @@ block_length = int(b.number_input("Block length", 1, 256, 32 if gen_length >= 32
 hidden = int(c.number_input("Hidden units", 4, 512, 32, key="train_hidden", disabled=kind != "tspd"))
 lr = float(d.number_input("Learning rate", 1e-5, 1.0, 1e-3, format="%.5f", key="train_lr"))
 name = st.text_input("Save as", f"{kind}_{task}_{prompts}", key=f"train_name_{kind}",
-                     help=f"file name (no extension) under {controller_dir()}")
+                     help="file name (no extension) in the app's controller folder ($DLLM_VIZ_CONTROLLER_DIR)")
 
 
 def train(adapter: ModelAdapter) -> None:
@@ -76,7 +77,7 @@ def describe(path: str, card: dict) -> str:
 
 def use(path: str, which: str) -> None:
     """Select `path` on the Decode page (its weights widget and the matching rule)."""
-    st.session_state[WEIGHT_KEYS[which]] = path
+    st.session_state[WEIGHT_KEYS[which]] = relative_name(Path(path), controller_dir())
     st.session_state["rule"] = which
 
 
@@ -92,7 +93,7 @@ if st.button("Train", type="primary", key="train_run", disabled=adapter is None)
 
 if result := st.session_state.get("train_result"):
     path, card = result
-    st.success(f"Saved {path}")
+    st.success(f"Saved {Path(path).name} in the controller folder")
     validation = card.get("validation", {})
     x, y, z = st.columns(3)
     x.metric("Final train loss", f"{card['train_loss'][-1]:.4f}", border=True)
@@ -108,7 +109,7 @@ if bundled:
                "is `bundled` (the default): " + "; ".join(describe(path, card) for path, card in bundled.items()))
 found = trained_controllers(controller_dir())
 if not found:
-    st.info(f"None of your own yet in {controller_dir()}: train one above.")
+    st.info("None of your own yet in the controller folder ($DLLM_VIZ_CONTROLLER_DIR): train one above.")
 for path, card in found.items():
     with st.container(border=True):
         left, right = st.columns([4, 1], vertical_alignment="center")

@@ -20,6 +20,7 @@ from dllm_viz.tasks import TASKS
 from pages.common import (
     canvas_limit,
     check_prompt,
+    confine_weights,
     current_model,
     decode_config,
     decode_with_bar,
@@ -52,7 +53,8 @@ ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="que
 def pipeline(options: dict) -> Pipeline | None:
     """The chosen rule (+ CE) in fixed blocks, or None after showing why the values are invalid."""
     try:
-        pipe = Pipeline.from_names(str(rule), "fixed", "kalman" if ce else None, block_length=block_length, **options)
+        pipe = Pipeline.from_names(str(rule), "fixed", "kalman" if ce else None, block_length=block_length,
+                                   **confine_weights(options))
         pipe.validate(gen_length)
         return pipe
     except ValueError as exc:

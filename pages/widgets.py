@@ -20,6 +20,7 @@ import streamlit as st
 
 from dllm_viz.explain import component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from pages.common import confine_weights
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
 CACHE_MODES = ("none", "prefix", "dual")
@@ -54,7 +55,7 @@ class PolicySpec:
     def pipeline(self) -> Pipeline:
         """The Pipeline; raises ValueError naming a bad value (e.g. a threshold out of range)."""
         return Pipeline.from_names(self.rule, self.block, self.extrapolate, self.stop, cache=self.cache,
-                                   refresh_every=self.refresh_every, **self.options)
+                                   refresh_every=self.refresh_every, **confine_weights(self.options))
 
 
 def field_specs(cls: type) -> list[FieldSpec]:
@@ -152,10 +153,11 @@ def trained_controllers(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def controller_choices(directory: Path) -> Callable[[str], list[str]]:
-    """For a weights field: the trained controllers of its kind in `directory`, newest first."""
+    """For a weights field: the trained controllers of its kind in `directory`, newest first, by
+    their names there (what the field takes; the browser never sees the server's path)."""
     def choices(field_name: str) -> list[str]:
         kind = "tspd" if field_name == "controller_weights" else "learn2pd"
-        return [p for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
+        return [Path(p).name for p, card in trained_controllers(directory).items() if card.get("kind") == kind]
     return choices
 
 

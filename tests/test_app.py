@@ -207,7 +207,11 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
     kalman = [c for c in charts(at) if "Kalman" in str(c["layout"].get("title", {}).get("text", ""))]
     assert kalman and sorted(k for k in kalman[0]["layout"] if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
     at = open_app(query={**FAST, "rule": "tspd"})
-    at.text_input(key="controller_weights").set_value(controller_options["controller_weights"]).run()
+    dirs["controllers"].mkdir(parents=True, exist_ok=True)  # the app reads weights only from its folder
+    for suffix in (".safetensors", ".json"):
+        source = Path(controller_options["controller_weights"]).with_suffix(suffix)
+        (dirs["controllers"] / source.name).write_bytes(source.read_bytes())
+    at.text_input(key="controller_weights").set_value(Path(controller_options["controller_weights"]).name).run()
     click(at, "run")
     assert "TSPD gate" in widget(at, "view").options
     assert "tspd_gate" in at.session_state["trace"].extras
@@ -285,7 +289,7 @@ def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path])
     click(at, f"use_{path}")
     at.switch_page("pages/decode.py").run()  # AppTest keeps requesting the page it last switched to
     assert at.session_state["rule"] == "tspd"
-    assert at.text_input(key="controller_weights").value == path
+    assert at.text_input(key="controller_weights").value == Path(path).name
     click(at, "run")
     assert not errors(at), errors(at)
     assert "tspd_gate" in at.session_state["trace"].extras
@@ -367,3 +371,10 @@ def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> 
     at.number_input(key="fork_position").set_value(first).run()
     click(at, "fork_run")  # the reason, not a traceback
     assert any("already committed" in e for e in errors(at)), errors(at)
+
+
+def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Path]) -> None:
+    dirs["traces"].mkdir(parents=True, exist_ok=True)
+    at = open_app("traces", {"file": "gone.npz"})
+    assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
+    assert not errors(at) and at.selectbox(key="file").value == "(none)"

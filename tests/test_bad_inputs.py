@@ -462,19 +462,19 @@ class TestAppAndURL:
         assert len(saved) == 1 and saved[0].startswith("autosave-")  # a reload now would keep this run
         assert load_trace(app / "traces" / saved[0]).nfe == decoded.nfe
         at.switch_page("pages/traces.py").run()
-        (app / "afile").write_text("x")
-        at.text_input(key="traces_dir").set_value(str(app / "afile")).run()
+        (app / "traces" / "afile").write_text("x")  # typed folders stay inside the library (issue 20, item 7)
+        at.text_input(key="traces_dir").set_value("afile").run()
         at.text_input(key="traces_name").set_value("mine").run()
         click(at, "traces_save")
         assert any("Not saved" in e and "is a file" in e for e in errors(at)), errors(at)
-        at.text_input(key="traces_dir").set_value(str(app / "traces")).run()
+        at.text_input(key="traces_dir").set_value("").run()
         click(at, "traces_save")
         assert load_trace(app / "traces" / "mine.npz").nfe == decoded.nfe
 
     def test_broken_controller_from_the_url_is_an_error_without_paths(self, app: Path) -> None:
         from test_app import click, errors, open_app
 
-        weights = app / "private" / "mine.safetensors"
+        weights = app / "controllers" / "mine.safetensors"  # the URL may name only the app's controller folder
         weights.parent.mkdir()
         shutil.copy(BUNDLED / "tspd_tiny.safetensors", weights)
         weights.with_suffix(".json").write_text(json.dumps({"kind": "tspd"}))

@@ -49,7 +49,7 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert summary.loc["threshold", "mean_nfe"] <= 16
     assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
                                     "agreement", "overhead", "engine_overhead", "same_as_uncached", "cut_off",
-                                    "tpf", "aup", "n"}
+                                    "tpf", "aup", "flip_share", "redundant", "n"}
     dense_rows = rows[rows["config"] == "dense"].set_index("problem_id")["completion"]
     dual_rows = rows[rows["config"] == "dense+dual"].set_index("problem_id")["completion"]
     assert summary.loc["dense+dual", "same_as_uncached"] == pytest.approx((dense_rows == dual_rows).mean())

@@ -9,9 +9,12 @@ from pathlib import Path
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
+    add_scoring_options,
     check_options_apply,
+    check_scoring,
     decode_config,
     policy_fields,
+    warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
 
@@ -56,6 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted --out file: skip the rows it already holds (same settings "
                              "required)")
+    add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -81,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     for pipe in configs.values():
         pipe.validate(config.gen_length)
     problems = _problems(args)
+    check_scoring(args, problems)  # before --out is created and the model loaded
     settings = {"command": "bench", "model": args.model, "problems": [p.problem_id for p in problems],
                 "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume, columns=ROW_COLUMNS) if args.out is not None else None
@@ -101,11 +106,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         adapter = (load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
                    if done < total else None)
-        rows = run_bench(adapter, problems, configs, config, on_row=progress, finished=finished)  # type: ignore[arg-type]
+        rows = run_bench(adapter, problems, configs, config, on_row=progress, finished=finished,  # type: ignore[arg-type]
+                         unsafe_exec=args.unsafe_exec)
     finally:
         if out is not None:
             out.close()
     summary = summarize_bench(rows)
+    warn_unsafe(args, problems)
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -132,7 +139,8 @@ def _typed(rows):  # type: ignore[no-untyped-def]
 
     for column in ("correct", "agrees_with_dense", "complete", "cut_off"):
         rows[column] = rows[column].map({"True": True, "False": False})
-    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second"):
+    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second",
+                   "candidate_flips", "redundant_refinement"):
         rows[column] = pd.to_numeric(rows[column])
     return rows
 

@@ -9,7 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    add_scoring_options,
+    check_scoring,
+    decode_config,
+    pipeline,
+    warn_unsafe,
+)
 from dllm_viz.cli.results import ResultsFile
 from dllm_viz.tasks import TASKS
 
@@ -40,6 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="continue an interrupted --out file: skip the problems it already holds (same "
                              "settings required)")
     parser.add_argument("--quiet", action="store_true", help="no per-problem progress on stderr")
+    add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)
     parser.set_defaults(func=run)
@@ -63,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         source = args.prompts if args.prompts else f"task {args.task}"
         raise ValueError(f"{str(source)!r} has no problems to evaluate; pass a prompt set with at least one line")
+    check_scoring(args, problems)  # before --out is created and the model loaded
     task = ",".join(sorted({p.task for p in problems}))  # what was scored, not the --task default
     settings = {"command": "eval", "model": args.model, "task": task, "prompts": args.prompts, "data": args.data,
                 "n": args.n, "skip": args.skip, "pipeline": pipe.to_dict(), "decode": config.to_dict()}
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if todo:
             adapter = load(args.model, device=args.device, dtype=args.dtype,
                            trust_remote_code=args.trust_remote_code)
-            results = evaluate(adapter, todo, pipe, config, on_result=progress)
+            results = evaluate(adapter, todo, pipe, config, on_result=progress, unsafe_exec=args.unsafe_exec)
         else:
             results = []
     finally:
@@ -96,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         results = [ProblemResult(**row) for row in out.rows]
     summary = summarize(results)
+    warn_unsafe(args, problems)
     if (warning := summary.warning()) is not None:
         print(f"warning: {warning} (--gen-length)", file=sys.stderr)
     print(f"policy={pipe.label} task={task} gen_length={config.gen_length}")

@@ -8,6 +8,7 @@ whichever chosen component has a field of that name.
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 import typing
 from dataclasses import MISSING, fields
@@ -29,6 +30,31 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="weights dtype (default: bf16 on CUDA, fp16 on MPS, fp32 on CPU)")
     group.add_argument("--trust-remote-code", action="store_true",
                        help="allow model families dllm_viz does not support natively, through their own code")
+
+
+def add_scoring_options(parser: argparse.ArgumentParser) -> None:
+    """--unsafe-exec: the opt-in to score code where the bubblewrap sandbox cannot run."""
+    parser.add_argument("--unsafe-exec", action="store_true",
+                        help="score code tasks WITHOUT the bubblewrap sandbox (own process group, rlimits and "
+                             "bounded output only: the code can reach the network and your files); only for "
+                             "machines where bwrap cannot run")
+
+
+def check_scoring(args: argparse.Namespace, problems: list[Any]) -> None:
+    """Refuse before loading the model when code can't be sandboxed; warn when it runs unsafe."""
+    from dllm_viz.evaluation import require_code_sandbox
+
+    require_code_sandbox(problems, unsafe=args.unsafe_exec)
+    warn_unsafe(args, problems)
+
+
+def warn_unsafe(args: argparse.Namespace, problems: list[Any]) -> None:
+    """Say on stderr that code was scored unsandboxed (at the start, and again by the summary)."""
+    from dllm_viz.evaluation import runs_code
+    from dllm_viz.tasks.sandbox import UNSAFE_NOTE
+
+    if args.unsafe_exec and runs_code(problems):
+        print(f"warning: {UNSAFE_NOTE}", file=sys.stderr)
 
 
 def add_decode_options(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from dllm_viz.dynamics import mask_token_id as mask_token_id  # re-exported for the figure modules
+from dllm_viz.dynamics import masked_before as masked_before
 from dllm_viz.trace import Trace
 
 # Sequential scales, always passed explicitly so Streamlit's theme cannot swap them.
@@ -79,22 +81,9 @@ def trace_label(trace: Trace) -> str:
     return plotly_text(display_text(str(trace.meta.get("label") or "trace")))
 
 
-def mask_token_id(trace: Trace) -> int:
-    """The mask token id: meta['model']['mask_token_id'], else the initial canvas's token."""
-    model = trace.meta.get("model") or {}
-    if "mask_token_id" in model:
-        return int(model["mask_token_id"])
-    return int(trace.tokens[0, 0]) if trace.gen_length else -1
-
-
 def stop_token_ids(trace: Trace) -> np.ndarray:
     """EOS/EoT ids recorded in meta['model']['stop_token_ids'] (empty if unknown)."""
     return np.asarray(trace.stop_token_ids, dtype=np.int64)
-
-
-def masked_before(trace: Trace) -> np.ndarray:
-    """[S, L] True where the position was still masked when step s began."""
-    return np.asarray(trace.tokens[:-1] == mask_token_id(trace), dtype=bool)
 
 
 def reason_names(trace: Trace) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Families (DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
 Qwen2ForCausalLM, all bidirectional; anything else only with `trust_remote_code=True`.
-Special ids come from config.json or the tokenizer, never from literals in the engine.
+Special ids come from config.json or the tokenizer, never from literals in the engine. Every
+transformers call is told `trust_remote_code` explicitly and can never ask about it on stdin.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def load(
     _refuse_block_diffusion(name_or_path, raw)
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    tokenizer = _load_tokenizer(directory)
+    tokenizer = _load_tokenizer(directory, name_or_path, trust_remote_code)
     section = raw.get("dllm_viz") or {}
     if section.get("family") == "tiny":
         return _tiny(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
@@ -178,27 +179,38 @@ def _read_config(directory: Path) -> dict[str, Any]:
     return data
 
 
-def _load_tokenizer(directory: Path) -> Any:
+def _load_tokenizer(directory: Path, name_or_path: str, trust_remote_code: bool) -> Any:
     from transformers import AutoTokenizer
 
     try:
         with _quiet_transformers():
-            return AutoTokenizer.from_pretrained(str(directory))
+            return AutoTokenizer.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
     except Exception as exc:  # tokenizer loading errors come in many types
+        if not trust_remote_code and "trust_remote_code" in str(exc):
+            raise ModelLoadError(
+                f"the tokenizer of {name_or_path!r} needs code shipped with the checkpoint (an auto_map in its "
+                "tokenizer_config.json), which dllm_viz runs only if you pass --trust-remote-code "
+                "(trust_remote_code=True in the API)") from None
         raise ModelLoadError(f"cannot load the tokenizer in {str(directory)!r}: {exc}") from None
 
 
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' warnings and progress bars (e.g. 'model of type llada') for a call."""
+    """Silence transformers' warnings and progress bars (e.g. 'model of type llada') for a call,
+    and turn its "Do you wish to run the custom code? [y/N]" question into an error: a call that
+    forgets `trust_remote_code` must fail, never read an answer from stdin."""
+    from transformers import dynamic_module_utils
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
+    timeout = dynamic_module_utils.TIME_OUT_REMOTE_CODE
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0  # 0: transformers raises instead of prompting
     try:
         yield
     finally:
+        dynamic_module_utils.TIME_OUT_REMOTE_CODE = timeout
         hf_logging.set_verbosity(level)
         hf_logging.enable_progress_bar()
 

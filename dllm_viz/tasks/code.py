@@ -269,6 +269,7 @@ class CodeTask:
     """Short Python functions from a one-sentence spec, scored by hidden asserts in a sandbox."""
 
     name = "code"
+    runs_code = True  # its scorer executes the completion: evaluate checks the sandbox first
 
     def generate(
         self, n: int, *, seed: int, split: Split = "train", max_tries: int = 200_000

@@ -3,7 +3,7 @@
 Post-processing as Fast-dLLM/AdaBlock do (ALGORITHMS.md §8.2): if the completion holds a
 ```python block, take its contents; if that code defines the entry point itself, run it after
 the prompt's imports, otherwise append it to the prompt. Then the task's `check` runs on the
-entry point inside the sandbox (subprocess, timeout, no network).
+entry point inside the bubblewrap sandbox (tasks/sandbox.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dllm_viz.tasks.base import Problem, Split
 from dllm_viz.tasks.hub import HUB, hub_records
@@ -75,6 +75,7 @@ class HumanEvalTask:
     """pass@1 scorer for HumanEval problems (loaded from a file, never generated)."""
 
     name: str = "humaneval"
+    runs_code: ClassVar[bool] = True  # its scorer executes the completion: evaluate checks the sandbox first
 
     def generate(self, n: int, *, seed: int, split: Split, **difficulty: int) -> list[Problem]:
         raise ValueError("humaneval is a real benchmark, not generated: load it with load_humaneval(path)")

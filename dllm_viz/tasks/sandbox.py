@@ -1,102 +1,286 @@
-"""Run untrusted Python (model-written code) in a separate, isolated, time-limited process.
+"""Run untrusted Python (model completions, a user's gold code) contained, time-limited, bounded.
 
-Isolation: `python -I` (no user site, no env vars, no cwd on sys.path), a fresh temporary
-working directory, CPU/memory/file-size limits via `resource` where the OS has it, and a prelude
-that disables sockets before the user code runs. This is a guard against accidents in generated
-code, not a security boundary against a determined attacker.
+By default the program runs inside bubblewrap (see bwrap.py): no network, no host files beyond
+the read-only interpreter, no view of host processes, a private 16 MiB work dir, nothing left
+running after the call. Where bwrap is missing or not permitted, scoring refuses with the fix;
+an explicit opt-in (`unsafe_exec=True`, the CLI's --unsafe-exec) runs the program as a plain
+subprocess instead, still in its own process group with rlimits and bounded output.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import resource
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
+from dllm_viz.tasks import bwrap
+from dllm_viz.tasks.supervise import Outcome, watch
+
 MAX_ERROR_CHARS = 2000
+MAX_OUTPUT_BYTES = 64 << 10
 MEMORY_LIMIT_BYTES = 1 << 30
 FILE_SIZE_LIMIT_BYTES = 1 << 20
+OPEN_FILES_LIMIT = 64
+PROCESS_LIMIT = 32
+# Once the sandbox init is killed, the kernel ends everything in its pid namespace before the
+# init itself exits; this long is allowed for that before bwrap's own process group is killed.
+KILL_WAIT_S = 2.0
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+UNSAFE_NOTE = ("code ran WITHOUT the bubblewrap sandbox (--unsafe-exec): it could reach the network, "
+               "read and write your files, and leave processes behind")
 
-_PRELUDE = """\
-def _dllm_viz_block_network():
-    import socket
-
-    def blocked(*_args, **_kwargs):
-        raise PermissionError("network access is disabled in the dllm_viz sandbox")
-
-    class BlockedSocket:
-        def __init__(self, *_args, **_kwargs):
-            blocked()
-
-    socket.socket = BlockedSocket
-    for name in ("create_connection", "socketpair", "getaddrinfo", "gethostbyname", "fromfd"):
-        setattr(socket, name, blocked)
+_UNSAFE_EXEC: ContextVar[bool] = ContextVar("dllm_viz_unsafe_exec", default=False)
 
 
-_dllm_viz_block_network()
-del _dllm_viz_block_network
-"""
+class SandboxUnavailableError(ValueError):
+    """bwrap is missing or not permitted here; a ValueError so the CLI and pages report it as one line."""
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxResult:
-    """Outcome of one sandboxed run.
+    """Outcome of one run.
 
     Attributes:
         passed: the program exited with status 0 before the timeout.
         timed_out: the program was killed for exceeding the timeout.
-        error: the tail of stderr (or the reason it was killed); empty when passed.
+        error: the tail of its output (or why it was killed); empty when passed.
+        truncated: output beyond MAX_OUTPUT_BYTES was dropped (only its end is kept).
+        isolated: it ran inside bubblewrap (False under unsafe_exec).
     """
 
     passed: bool
     timed_out: bool
     error: str
+    truncated: bool = False
+    isolated: bool = True
 
 
-def _limit_resources(cpu_seconds: int) -> None:
-    """Child-side rlimits (POSIX only); called between fork and exec."""
-    import resource
+@contextmanager
+def unsafe_exec(enabled: bool = True) -> Iterator[None]:
+    """Within this block, run_sandboxed without an explicit choice runs unsafe when `enabled`.
 
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    This is how evaluate / run_bench pass the opt-in down to the tasks' scorers without
+    widening every task's `score` signature.
+    """
+    token = _UNSAFE_EXEC.set(enabled)
+    try:
+        yield
+    finally:
+        _UNSAFE_EXEC.reset(token)
 
 
-def run_sandboxed(code: str, *, timeout_s: float = 5.0) -> SandboxResult:
-    """Run `code` in a fresh isolated interpreter and report whether it exited cleanly.
+@functools.cache
+def unavailable_reason() -> str | None:
+    """Why bwrap cannot sandbox code here (a sentence with the fix), or None when it can.
+
+    Probed once per process by running an empty program in the real sandbox.
+    """
+    if shutil.which(bwrap.BWRAP) is None:
+        return f"code scoring needs the bubblewrap sandbox, and {bwrap.BWRAP!r} is not on PATH: {INSTALL_HINT}"
+    try:
+        outcome = _run_bwrap("pass", timeout_s=10.0)
+    except SandboxUnavailableError as exc:
+        return f"code scoring needs the bubblewrap sandbox, and {exc}"
+    if outcome.returncode == 0:
+        return None
+    detail = outcome.output.decode("utf-8", "replace").strip().splitlines()
+    why = detail[-1] if detail else f"exit status {outcome.returncode}"
+    return (f"code scoring needs the bubblewrap sandbox, and bwrap failed to start it here ({why}): check that "
+            "bwrap works and that user namespaces are allowed (e.g. sysctl kernel.unprivileged_userns_clone=1, or a "
+            "container started with user namespaces permitted)")
+
+
+def require_sandbox(*, unsafe: bool = False) -> None:
+    """Raise SandboxUnavailableError (naming the fix) unless code can be scored as asked.
+
+    Call before expensive work (loading a model) so a run fails in seconds, not after decoding.
+    """
+    if unsafe:
+        return
+    reason = unavailable_reason()
+    if reason is not None:
+        raise SandboxUnavailableError(
+            f"{reason}; or pass --unsafe-exec (unsafe_exec=True in the API) to run generated code unisolated")
+
+
+def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = None) -> SandboxResult:
+    """Run `code` in a fresh, contained interpreter and report whether it exited cleanly.
 
     Args:
         code: Python source; a failed assert or any exception counts as not passed.
-        timeout_s: wall-clock limit; the process is killed after it.
+        timeout_s: wall-clock limit; the whole sandbox is killed after it.
+        unsafe: run without bwrap; None takes the surrounding `unsafe_exec` block's choice.
 
     Raises:
         ValueError: if `timeout_s` is not positive.
+        SandboxUnavailableError: bwrap is missing or not permitted and `unsafe` is off.
     """
-    if timeout_s <= 0:
+    if not timeout_s > 0:
         raise ValueError(f"`timeout_s` must be > 0, got {timeout_s}")
-    use_rlimits = sys.platform != "win32"
-    cpu_seconds = max(1, int(timeout_s) + 1)
-    limits = (lambda: _limit_resources(cpu_seconds)) if use_rlimits else None
+    is_unsafe = _UNSAFE_EXEC.get() if unsafe is None else unsafe
+    require_sandbox(unsafe=is_unsafe)
+    outcome = _run_unsafe(code, timeout_s=timeout_s) if is_unsafe else _run_bwrap(code, timeout_s=timeout_s)
+    return _result(outcome, timeout_s=timeout_s, isolated=not is_unsafe)
+
+
+def rlimits(timeout_s: float) -> dict[str, int]:
+    """The child's resource limits: CPU time, address space, file size, open files, processes."""
+    return {"RLIMIT_CPU": max(1, int(timeout_s) + 1), "RLIMIT_AS": MEMORY_LIMIT_BYTES,
+            "RLIMIT_FSIZE": FILE_SIZE_LIMIT_BYTES, "RLIMIT_NOFILE": OPEN_FILES_LIMIT,
+            "RLIMIT_NPROC": PROCESS_LIMIT, "RLIMIT_CORE": 0}
+
+
+def _result(outcome: Outcome, *, timeout_s: float, isolated: bool) -> SandboxResult:
+    text = outcome.output.decode("utf-8", "replace")[-MAX_ERROR_CHARS:]
+    if outcome.truncated:
+        text = f"[output truncated: {outcome.total_bytes} bytes written, only the end is kept]\n{text}"
+    if not isolated:
+        text = f"[{UNSAFE_NOTE}]\n{text}"
+    if outcome.timed_out:
+        return SandboxResult(False, True, f"timed out after {timeout_s} s\n{text}", outcome.truncated, isolated)
+    if outcome.returncode == 0:
+        return SandboxResult(True, False, "", outcome.truncated, isolated)
+    return SandboxResult(False, False, text.strip() or f"exit status {outcome.returncode}", outcome.truncated,
+                         isolated)
+
+
+def _run_bwrap(code: str, *, timeout_s: float) -> Outcome:
+    """The program inside bubblewrap; killing its pid-namespace init ends every process in it."""
+    proc, init = _start_bwrap(code, timeout_s=timeout_s)
+    return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
+                 kill=lambda: _kill_sandbox(proc, init))
+
+
+@dataclass(frozen=True, slots=True)
+class _Init:
+    """The sandbox's pid-namespace init, held by a pidfd where the kernel has them.
+
+    bwrap reports its exit status as soon as the program exits, while the init may still be
+    ending the program's leftovers; waiting on the init itself is what proves they are gone.
+    """
+
+    pid: int
+    fd: int | None
+
+
+def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes], _Init | None]:
+    """Start bwrap, hold its init (and map its user when we are root) before the program starts."""
+    mapped = os.geteuid() == 0
+    program_fd = os.memfd_create("dllm_viz_program")
+    (info_r, info_w), (block_r, block_w) = os.pipe(), os.pipe()
+    passed: tuple[int, ...] = (program_fd, info_w, block_r)
+    init = None
+    try:
+        os.write(program_fd, code.encode("utf-8", "replace"))  # a lone surrogate fails the program, not us
+        os.lseek(program_fd, 0, os.SEEK_SET)
+        argv = bwrap.command(program_fd=program_fd, limits=rlimits(timeout_s), info_fd=info_w, block_fd=block_r,
+                             mapped=mapped)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env={}, pass_fds=passed, start_new_session=True)
+        for fd in passed:
+            os.close(fd)
+        passed = ()
+        child_pid = bwrap.read_child_pid(info_r)
+        if child_pid is not None:  # bwrap now waits on block_fd, so this pid is still its init's
+            init = _Init(child_pid, _pidfd(child_pid))
+            if mapped:
+                _map_user(proc, init)
+            os.write(block_w, b"1")
+    finally:
+        for fd in (*passed, info_r, block_w):
+            os.close(fd)
+    return proc, init
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd for `pid` (Linux >= 5.3), or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _map_user(proc: subprocess.Popen[bytes], init: _Init) -> None:
+    """bwrap.map_user, or end that bwrap and say why the sandbox cannot start."""
+    try:
+        bwrap.map_user(init.pid)
+    except OSError as exc:
+        _kill_sandbox(proc, init)
+        proc.wait()
+        raise SandboxUnavailableError(f"its user could not be mapped into bwrap's namespace ({exc})") from exc
+
+
+def _kill_sandbox(proc: subprocess.Popen[bytes], init: _Init | None) -> None:
+    """SIGKILL the namespace init and wait until it is gone (the kernel ends all in it first), then
+    bwrap's own process group."""
+    if init is not None and init.fd is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(init.fd, signal.SIGKILL)
+        select.select([init.fd], [], [], KILL_WAIT_S)  # readable once the init has exited
+        os.close(init.fd)
+    elif init is not None and proc.poll() is None:  # no pidfd: the pid is the init's while bwrap runs
+        _signal(os.kill, init.pid)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    _signal(os.killpg, proc.pid)
+
+
+def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
+    """The program as a plain subprocess: own session and process group, rlimits, bounded output."""
+    limits = rlimits(timeout_s)
+    # Outside a user namespace RLIMIT_NPROC counts every thread of the user: allow the program
+    # PROCESS_LIMIT more than they run now. Host root is exempt from it, so it is left out.
+    running = _threads_of_user(os.getuid())
+    if running is None:
+        del limits["RLIMIT_NPROC"]
+    else:
+        limits["RLIMIT_NPROC"] = running + PROCESS_LIMIT
     with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp:
         script = Path(tmp) / "program.py"
-        script.write_text(_PRELUDE + "\n" + code, encoding="utf-8")
+        script.write_text(code, encoding="utf-8", errors="replace")
+        proc = subprocess.Popen([sys.executable, "-I", "-B", str(script)], cwd=tmp, env={},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=lambda: _set_limits(limits))
+        return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
+                     kill=lambda: _signal(os.killpg, proc.pid))
+
+
+def _threads_of_user(uid: int) -> int | None:
+    """Threads the real user `uid` runs now (what RLIMIT_NPROC counts); None for root or without /proc."""
+    if uid == 0 or not Path("/proc/self/status").is_file():
+        return None
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
         try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-B", str(script)],
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
-                env={},
-                preexec_fn=limits,
-            )
-        except subprocess.TimeoutExpired:
-            return SandboxResult(
-                passed=False, timed_out=True, error=f"timed out after {timeout_s} s"
-            )
-    if proc.returncode == 0:
-        return SandboxResult(passed=True, timed_out=False, error="")
-    error = proc.stderr[-MAX_ERROR_CHARS:] or f"exit status {proc.returncode}"
-    return SandboxResult(passed=False, timed_out=False, error=error)
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields.get("Uid", "-1 0").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    """Child-side rlimits, between fork and exec."""
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _signal(send: Callable[[int, int], None], target: int) -> None:
+    """SIGKILL `target` through os.kill / os.killpg, ignoring that it is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        send(target, signal.SIGKILL)

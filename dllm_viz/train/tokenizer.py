@@ -70,7 +70,7 @@ def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
             pad_token=PAD_TOKEN,
             clean_up_tokenization_spaces=False,
         )
-    return PreTrainedTokenizerFast.from_pretrained(path)
+    return PreTrainedTokenizerFast.from_pretrained(path, trust_remote_code=False)  # never a checkpoint's code
 
 
 def special_ids(tokenizer: PreTrainedTokenizerFast) -> dict[str, int]:

@@ -1,0 +1,116 @@
+"""Decode dynamics measured on a trace: when answers settle, and whether candidates change.
+
+Two numbers say whether a model gives decoding rules anything to decide (docs/TESTBED.md):
+redundant refinement, the share of masked token-steps spent on positions whose answer had
+already settled (near 1 when every answer is known from the first pass), and candidate flips,
+answer positions whose top-1 candidate changed while they were still masked (a later commit
+changed what an earlier position would have been). The Decode page's refinement view and the
+bench's columns both read them from here. Needs numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dllm_viz.trace import Trace
+
+
+def mask_token_id(trace: Trace) -> int:
+    """The mask token id: meta['model']['mask_token_id'], else the initial canvas's token."""
+    model = trace.meta.get("model") or {}
+    if "mask_token_id" in model:
+        return int(model["mask_token_id"])
+    return int(trace.tokens[0, 0]) if trace.gen_length else -1
+
+
+def masked_before(trace: Trace) -> np.ndarray:
+    """[S, L] True where the position was still masked when step s began."""
+    return np.asarray(trace.tokens[:-1] == mask_token_id(trace), dtype=bool)
+
+
+def settled_step(trace: Trace) -> np.ndarray:
+    """Per position, the step from which its candidate was its final token until it committed.
+
+    Only steps where the position was still masked (up to and including its commit step) are
+    considered.
+
+    Args:
+        trace: the decode to analyse.
+
+    Returns:
+        [L] int32 steps; -1 where the position never committed or its candidate at the commit
+        step was not its final token.
+    """
+    commit = trace.commit_step.astype(np.int64)
+    steps = np.arange(trace.num_steps)[:, None]
+    considered = (steps <= commit[None, :]) & masked_before(trace)
+    good = trace.candidate == trace.final_tokens[None, :]
+    last_bad = np.where(considered & ~good, steps, -1).max(axis=0, initial=-1)
+    settled = last_bad + 1
+    return np.where((commit >= 0) & (settled <= commit), settled, -1).astype(np.int32)
+
+
+def wasted_refinement_fraction(trace: Trace) -> float:
+    """Share of masked token-steps spent on positions whose answer had already settled.
+
+    Defined as  sum_p (commit_step_p - settled_step_p) / sum_p (commit_step_p + 1)  over
+    committed positions: a position committed at step c was masked for c + 1 steps, and the
+    c - t of them after it settled at step t refined nothing. Positions that never settled
+    add 0 to the numerator.
+
+    Args:
+        trace: the decode to analyse.
+
+    Returns:
+        A fraction in [0, 1); 0.0 when nothing was committed.
+    """
+    commit = trace.commit_step.astype(np.int64)
+    settled = settled_step(trace).astype(np.int64)
+    committed = commit >= 0
+    spent = int((commit[committed] + 1).sum())
+    wasted = int((commit - settled)[committed & (settled >= 0)].sum())
+    return wasted / spent if spent else 0.0
+
+
+def candidate_flips(trace: Trace) -> int:
+    """Answer positions whose top-1 candidate changed at least once while they were masked.
+
+    Only steps up to and including the commit step count (after it the candidate is the
+    committed token); end-of-text positions of the final canvas are left out, so the count is
+    about the answer, not the padding.
+    """
+    if trace.num_steps < 2 or not trace.gen_length:
+        return 0
+    masked = masked_before(trace)
+    commit = trace.commit_step.astype(np.int64)
+    steps = np.arange(trace.num_steps)[:, None]
+    live = masked & (steps <= commit[None, :])
+    changed = (trace.candidate[1:] != trace.candidate[:-1]) & live[1:] & live[:-1]
+    answer = ~np.isin(trace.final_tokens, trace.stop_token_ids)
+    return int((changed.any(axis=0) & answer).sum())
+
+
+def candidate_history(trace: Trace, position: int) -> list[tuple[int, str]]:
+    """The candidates a position went through while masked: (step, token text) at each change.
+
+    The last entry is the candidate at its commit step (or the latest step if never committed),
+    so a history of two or more entries is remasking made visible: the model proposed one token,
+    left the position masked, and proposed another with more context.
+    """
+    commit = int(trace.commit_step[position])
+    last = commit if commit >= 0 else trace.num_steps - 1
+    masked = masked_before(trace)[: last + 1, position]
+    history: list[tuple[int, str]] = []
+    for step in np.flatnonzero(masked).tolist():
+        token = trace.token_text(int(trace.candidate[step, position]))
+        if not history or history[-1][1] != token:
+            history.append((int(step), token))
+    return history
+
+
+def most_revised_position(trace: Trace) -> int | None:
+    """The committed position whose candidate changed most often before its commit (None if none changed)."""
+    counts = [len(candidate_history(trace, p)) - 1 if trace.commit_step[p] >= 0 else 0
+              for p in range(trace.gen_length)]
+    best = int(np.argmax(counts)) if counts else 0
+    return best if counts and counts[best] > 0 else None

@@ -1,0 +1,25 @@
+"""Decode dynamics: candidate flips before commit (the bench's flip_share) on hand-made traces."""
+
+from __future__ import annotations
+
+from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
+from tests.trace_factory import hand_trace, make_trace
+
+# As tests/test_figures_views.py: position 0 holds 3 then 4 (committed at 4), position 1 goes 5 -> 6
+# (committed at 2), position 2 flips 7 -> 8 -> 7 (committed at 3), position 3 never commits.
+CANDIDATES = [[3, 5, 7, 9], [3, 6, 8, 9], [4, 6, 7, 9], [4, 7, 7, 10], [4, 7, 7, 10]]
+
+
+def test_flips_count_committed_positions_whose_candidate_changed_while_masked() -> None:
+    assert candidate_flips(hand_trace(CANDIDATES, [4, 2, 3, -1])) == 3
+    # Committed before any change: position 0 at step 0 (3), position 1 at 0 (5); position 2 still flips.
+    assert candidate_flips(hand_trace(CANDIDATES, [0, 0, 3, -1])) == 1
+    # Changes after the commit step do not count (position 1's candidate moves to 7 after step 2).
+    assert candidate_flips(hand_trace(CANDIDATES, [1, 0, 0, 0])) == 0
+
+
+def test_a_settled_answer_has_no_flip_and_empty_traces_have_none() -> None:
+    steady = [[1, 2]] * 4
+    assert candidate_flips(hand_trace(steady, [3, 3])) == 0
+    assert wasted_refinement_fraction(hand_trace(steady, [3, 3])) == 6 / 8
+    assert candidate_flips(make_trace(0, 4)) == 0
