@@ -201,6 +201,10 @@ def gen_length_input(key: str, *, default: int = 64, bind: bool = False, contain
     box = container if container is not None else st
     offered = [g for g in GEN_LENGTHS if limit is None or g <= limit] or [GEN_LENGTHS[0]]
     extra: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
+    asked = st.query_params.get(key) if bind else None
+    if asked is not None and asked.isdigit() and int(asked) in GEN_LENGTHS and int(asked) not in offered:
+        st.warning(f"{key}={asked} does not fit the model's context after this prompt ({limit} positions "
+                   f"are left); the longest that fits, {max(offered)}, is offered instead.")
     if st.session_state.get(key) not in (None, *offered):
         st.session_state[key] = max(offered)  # a length kept from a shorter prompt or another model
     help_text = "positions the model generates (the canvas after the prompt)"

@@ -378,3 +378,9 @@ def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Pa
     at = open_app("traces", {"file": "gone.npz"})
     assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
     assert not errors(at) and at.selectbox(key="file").value == "(none)"
+
+
+def test_a_link_asking_for_more_positions_than_the_context_says_so(dirs: dict[str, Path]) -> None:
+    at = open_app(query={"gen": "1024", "block_length": "16"})  # the random model has 512 positions
+    assert any("gen=1024 does not fit the model's context" in w.value for w in at.warning), at.warning
+    assert int(at.select_slider(key="gen").value) <= 512 - 1 and not at.exception
