@@ -31,7 +31,7 @@ SPEEDS = {"slow": 1.0, "normal": 0.5, "fast": 0.2}
 
 
 def settings_label() -> str:
-    """The settings expander's title: what is chosen, readable while it is folded."""
+    """One line naming the chosen sample, rule and gen length (the first line in the settings)."""
     chosen = [str(st.session_state.get("sample") or ""), str(st.session_state.get("rule") or "threshold"),
               f"gen {st.session_state.get('gen') or 64}"]
     return " · ".join(c for c in chosen if c)
@@ -43,8 +43,8 @@ st.caption("Watch a masked diffusion LM fill its canvas. Every setting is in the
            "this view. Keys: → one step, Space play/pause, ← scrub back.")
 
 adapter = current_model()
-# Settings fold away once there is a trace, so on a 1280x720 laptop the first screen after Run
-# shows the heatmap, not the form; the label keeps the chosen prompt and policy in sight.
+# Run, Step and Play fold the settings away (fold_settings writes the expander's state), so on a
+# 1280x720 laptop the first screen after Run shows the heatmap, not the form; a click reopens them.
 with st.expander("Prompt and policy", expanded=True, key="settings", on_change="rerun"):
     st.caption(settings_label())
     prompt = prompt_input(bind=True)
