@@ -194,7 +194,7 @@ def test_a_deep_link_is_the_first_visit_to_a_fresh_server(page: Any, app_env: di
     with serve_app(app_env, "streamlit-deeplink.log") as url:
         open_page(page, f"{url}/tune?tune_gen=64&tune_rule=cora", "tune_record")
         assert page.get_by_test_id("stTopNavLink").count() == 6
-        assert page.get_by_text("Model (tiny, a checkpoint directory or a hub id)").count() == 1
+        assert page.get_by_text("Model (tiny, or a checkpoint folder)").count() == 1
         assert page.get_by_test_id("stSidebarNavItems").count() == 0  # no legacy page list
         assert slider_value(page, "tune_gen") == "2"  # the select slider reports its index: 64
         assert page.get_by_test_id("stException").count() == 0
