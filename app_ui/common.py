@@ -26,16 +26,23 @@ from dllm_viz.policies import Pipeline
 from dllm_viz.policies.controller_weights import BUNDLED, load_controller
 from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
 from dllm_viz.tasks import load_problems
+from dllm_viz.threads import ThreadChoice, apply_inference_threads
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
 TRACE_DIR_ENV = "DLLM_VIZ_TRACE_DIR"
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
+THREADS_ENV = "DLLM_VIZ_THREADS"
 MODELS_DIR_ENV = "DLLM_VIZ_MODELS_DIR"
 # The policy fields that name weight files, and the controller kind each must hold.
 WEIGHT_KINDS = {"controller_weights": "tspd", "filter_weights": "learn2pd"}
 MAX_PROMPT_CHARS = 4000
 OWN_PROMPT = "(type your own)"
+DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
+TEXT_PARAM = "text"
+# One decode each, not repeated interleaved runs: on a shared CPU this ratio is mostly noise
+# (209.7x wall against 21.3x NFE was seen); `python -m dllm_viz bench` measures it properly.
+WALL_SPEEDUP = "wall speedup (single run)"
 
 
 class PromptError(ValueError):
@@ -132,8 +139,7 @@ def require_app_frame() -> None:
     Streamlit 1.67 treats a `pages/` folder beside the entrypoint as a legacy multipage app until
     some session's app.py calls st.navigation: on a freshly started server, a first visit to a
     deep link (e.g. a shared `/tune?...` URL) ran pages/tune.py alone, without the sidebar or the
-    top navigation. (The helpers now live in app_ui/, so they are no longer listed as pages, but
-    pages/ itself still triggers that mode, so this stays.) Every page calls this
+    top navigation, and listed every helper module in pages/ as a page. Every page calls this
     first: in that state it switches Streamlit to st.navigation mode (the flag st.navigation
     itself clears) and reruns, and the rerun goes through app.py to the same page and URL.
     """
@@ -156,18 +162,44 @@ def sidebar() -> None:
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device")
         st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
                         bind="query-params", help="seeds sampling and random remasking")
+        if (threads := st.session_state.get("threads")) is not None:
+            st.caption(f"CPU threads: {threads.reason}. Set {THREADS_ENV} to change.")
 
 
 def current_model() -> ModelAdapter | None:
-    """The adapter chosen in the sidebar, or None after showing why it failed to load."""
+    """The adapter chosen in the sidebar, or None after showing why it failed to load.
+
+    Also applies the CPU thread policy for that model (dllm_viz.threads: one intra-op thread
+    for a small model, which made a tiny-model pass 10x faster on a busy 2-core machine).
+    """
     name = st.session_state.get("model") or default_model()
     try:
         chosen = browser_model(name, models_root=models_dir(), allowed={"tiny", default_model()})
-        return cached_model(chosen, st.session_state.get("device", "auto"))
+        adapter = cached_model(chosen, st.session_state.get("device", "auto"))
     except (OutsideRootError, ModelLoadError) as exc:
         st.error(f"Could not load the model: {redact(str(exc), app_roots())}. Pick 'tiny' or a checkpoint folder "
                  "inside the app's models folder in the sidebar.")
         return None
+    st.session_state["threads"] = use_threads(adapter)
+    return adapter
+
+
+def use_threads(adapter: ModelAdapter) -> ThreadChoice:
+    """Apply the thread policy for `adapter` ($DLLM_VIZ_THREADS overrides it); cheap, so every run does."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    override = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    return apply_inference_threads(adapter.model, adapter.info.device, override=override)
+
+
+def canvas_limit(adapter: ModelAdapter | None, prompt: str | None) -> int | None:
+    """The longest canvas the model's context leaves after `prompt` (None when unknown)."""
+    if adapter is None or adapter.context_length is None:
+        return None
+    try:
+        used = len(adapter.encode_prompt(prompt or ""))
+    except (ValueError, TypeError):  # a tokenizer that rejects the text: the engine will say why
+        used = 0
+    return adapter.context_length - used
 
 
 def decode_config(gen_length: int) -> DecodeConfig:
@@ -194,14 +226,37 @@ def check_prompt(text: str | None) -> str:
 
 
 def prompt_input(prefix: str = "", *, bind: bool = False) -> str:
-    """A sample-prompt picker (its id can go in the URL) and the editable prompt text."""
+    """A sample-prompt picker and the editable prompt text; with `bind`, both are in the URL.
+
+    The sample id is a bound widget; the text goes into the `<prefix>text` parameter only when
+    it differs from the chosen sample's, so a link to a sample stays short while a typed prompt
+    (a shared link from someone's own question) still reproduces the same decode.
+    """
     samples = sample_prompts()
     keep: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
     choice = st.selectbox("Sample prompt", [OWN_PROMPT, *samples], index=1 if samples else 0,
                           key=f"{prefix}sample", help="a bundled demo prompt; its id goes into shareable links",
                           **keep)
-    default = samples.get(str(choice), "Tom has 12 apples. He buys 7 more. How many apples does he have now?")
-    return st.text_area("Prompt", value=default, key=f"{prefix}prompt_{choice}", height=90)
+    default = samples.get(str(choice), DEFAULT_PROMPT)
+    key, param = f"{prefix}prompt_{choice}", f"{prefix}{TEXT_PARAM}"
+    shared = st.query_params.get(param) if bind else None
+    if shared and st.session_state.get(f"_{param}_read") != shared:  # a new link: its text wins, once
+        st.session_state[key] = shared
+    text = st.text_area("Prompt", value=None if key in st.session_state else default, key=key, height=90) or ""
+    if bind and text != default:
+        st.query_params[param] = st.session_state[f"_{param}_read"] = text  # ours: not a new link next run
+    elif bind and param in st.query_params:
+        del st.query_params[param]
+    return text
+
+
+def prompt_query(text: str, prefix: str = "") -> dict[str, str]:
+    """The URL parameters prompt_input reads back as `text`: a sample id, or the text itself."""
+    samples = sample_prompts()
+    for sample_id, sample_text in samples.items():
+        if sample_text == text:
+            return {f"{prefix}sample": sample_id}
+    return {f"{prefix}sample": OWN_PROMPT, f"{prefix}{TEXT_PARAM}": text}
 
 
 def set_trace(trace: Trace, key: str = "trace") -> None:
@@ -218,6 +273,14 @@ def cached_figure(name: str, version: int, build: Any) -> Any:
             del cache[stale]
         cache[(name, version)] = build()
     return cache[(name, version)]
+
+
+def warn_if_cut_off(trace: Trace, label: str = "") -> None:
+    """A visible warning when `trace`'s answer ran out of canvas (no end-of-text token in it)."""
+    if trace.is_complete and trace.cut_off:
+        who = f"{label}: the" if label else "The"
+        st.warning(f"{who} answer filled the whole canvas without an end-of-text token, so it may be wrong only "
+                   f"for lack of room: raise Gen length (now {trace.gen_length}).", icon="✂️")
 
 
 def diff_html(reference: str, text: str) -> str:
@@ -240,7 +303,7 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
     nfe_delta = None if baseline is None else f"{baseline.nfe / max(trace.nfe, 1):.2f}x fewer NFE than dense"
     time_delta = None
     if baseline is not None and summary["seconds"] > 0:
-        time_delta = f"{baseline.summary()['seconds'] / summary['seconds']:.2f}x speedup"
+        time_delta = f"{baseline.summary()['seconds'] / summary['seconds']:.2f}x speedup (single run)"
     cols[0].metric("NFE", trace.nfe, delta=nfe_delta, delta_color="off", border=True)
     cols[1].metric("Time", f"{summary['seconds']:.2f} s", delta=time_delta, delta_color="off", border=True)
     cols[2].metric("Tokens/s", f"{summary['tokens_per_second']:.1f}", border=True)
@@ -265,7 +328,7 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
             "policy": trace.meta.label, "NFE": trace.nfe,
             "NFE speedup": base["nfe"] / max(summary["nfe"], 1.0),
             "seconds": summary["seconds"],
-            "wall speedup": base["seconds"] / summary["seconds"] if summary["seconds"] > 0 else None,
+            WALL_SPEEDUP: base["seconds"] / summary["seconds"] if summary["seconds"] > 0 else None,
             "tokens/s": summary["tokens_per_second"], "tokens/step": summary["tokens_per_step"],
             "policy overhead %": 100 * summary["policy_overhead"],
             "same as dense": f"{same}/{dense.gen_length}",
@@ -274,9 +337,11 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
 
 
 def share_query(trace: Trace) -> dict[str, str]:
-    """Decode-page query params that rebuild `trace`'s settings (policy, fields, gen length, seed)."""
+    """Decode-page query params that rebuild `trace`: policy, fields, gen length, seed and prompt."""
     pipe = trace.meta.pipeline
     query = {"gen": str(trace.gen_length), "seed": str(trace.meta.seed)}
+    if prompt := trace.meta.prompt_text:  # traces saved without their text keep the page's prompt
+        query |= prompt_query(prompt)
     for part in ("rule", "block"):
         if pipe.get(part):
             query[part] = pipe[part]["name"]

@@ -1,8 +1,8 @@
 """Widgets generated from the policy dataclasses: one composition form shared by every page.
 
-A policy is block sizing x commit rule x (CE) x (EOS stop) x cache. Every knob of every chosen
-component becomes a widget (slider, number input, toggle, choice) built from its declaration
-(type, help, range: policies/knobs.py), so a new policy knob appears in the app without touching a page. Widget
+A policy is block sizing x commit rule x (CE) x (EOS stop) x cache. Every field of every chosen
+component becomes a widget (slider, number input, toggle, choice) built from its type and its
+`metadata["help"]`, so a new policy knob appears in the app without touching a page. Widget
 keys are `<prefix><field name>` and can be bound to the URL, so a link reproduces the form.
 """
 
@@ -19,6 +19,7 @@ import streamlit as st
 
 from app_ui.common import confine_weights
 from dllm_viz.cache_modes import CACHE_MODES
+from dllm_viz.explain import component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.knobs import Knob, knobs, parse_strings
 
@@ -54,7 +55,7 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
                  container: Any = None) -> Any:
     """Render one field's widget under `key` and return its value (None = the component default)."""
     box = container if container is not None else st
-    extra: dict[str, Any] = {"key": key, "help": spec.describe(), "persist_state": "session"}
+    extra: dict[str, Any] = {"key": key, "help": knob_help(spec.name, spec.describe()), "persist_state": "session"}
     if bind:
         extra["bind"] = "query-params"
     label = spec.name.replace("_", " ")
@@ -133,6 +134,7 @@ def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "th
     keep: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
     rule = st.segmented_control("Commit rule", list(RULES), default=default_rule, required=True,
                                 key=f"{prefix}rule", help="which masked positions a step commits", **keep)
+    st.caption(component_help(str(rule)))  # what the chosen rule does, and its paper (dllm_viz.explain)
     a, b, c, d = st.columns([1, 1.2, 1, 1], vertical_alignment="bottom")
     block = a.segmented_control("Block sizing", list(BLOCKS), default="fixed", required=True,
                                 key=f"{prefix}block", help="fixed semi-AR blocks or AdaBlock", **keep)
@@ -156,9 +158,24 @@ def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "th
                       stop="eos" if eos else None, cache=str(cache), refresh_every=refresh, options=options)
 
 
-def gen_length_input(key: str, *, default: int = 64, bind: bool = False, container: Any = None) -> int:
-    """The canvas length (positions generated) as a select slider."""
+def gen_length_input(key: str, *, default: int = 64, bind: bool = False, container: Any = None,
+                     limit: int | None = None) -> int:
+    """The canvas length (positions generated) as a select slider, offering only lengths <= `limit`.
+
+    `limit` is what the model's context leaves after the prompt (pages.common.canvas_limit), so
+    a length the model cannot decode is never offered; the default shrinks to fit it.
+    """
     box = container if container is not None else st
+    offered = [g for g in GEN_LENGTHS if limit is None or g <= limit] or [GEN_LENGTHS[0]]
     extra: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
-    return int(box.select_slider("Gen length", list(GEN_LENGTHS), value=default, key=key,
-                                 help="positions the model generates (the canvas after the prompt)", **extra))
+    asked = st.query_params.get(key) if bind else None
+    if asked is not None and asked.isdigit() and int(asked) in GEN_LENGTHS and int(asked) not in offered:
+        st.warning(f"{key}={asked} does not fit the model's context after this prompt ({limit} positions "
+                   f"are left); the longest that fits, {max(offered)}, is offered instead.")
+    if st.session_state.get(key) not in (None, *offered):
+        st.session_state[key] = max(offered)  # a length kept from a shorter prompt or another model
+    help_text = "positions the model generates (the canvas after the prompt)"
+    if limit is not None:
+        help_text += f"; up to {limit} fit the model's context after this prompt"
+    return int(box.select_slider("Gen length", offered, value=min(default, max(offered)), key=key, help=help_text,
+                                 **extra))

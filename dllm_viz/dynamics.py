@@ -87,3 +87,29 @@ def candidate_flips(trace: Trace) -> int:
     changed = (trace.candidate[1:] != trace.candidate[:-1]) & live[1:] & live[:-1]
     answer = ~np.isin(trace.final_tokens, trace.stop_token_ids)
     return int((changed.any(axis=0) & answer).sum())
+
+
+def candidate_history(trace: Trace, position: int) -> list[tuple[int, str]]:
+    """The candidates a position went through while masked: (step, token text) at each change.
+
+    The last entry is the candidate at its commit step (or the latest step if never committed),
+    so a history of two or more entries is remasking made visible: the model proposed one token,
+    left the position masked, and proposed another with more context.
+    """
+    commit = int(trace.commit_step[position])
+    last = commit if commit >= 0 else trace.num_steps - 1
+    masked = masked_before(trace)[: last + 1, position]
+    history: list[tuple[int, str]] = []
+    for step in np.flatnonzero(masked).tolist():
+        token = trace.token_text(int(trace.candidate[step, position]))
+        if not history or history[-1][1] != token:
+            history.append((int(step), token))
+    return history
+
+
+def most_revised_position(trace: Trace) -> int | None:
+    """The committed position whose candidate changed most often before its commit (None if none changed)."""
+    counts = [len(candidate_history(trace, p)) - 1 if trace.commit_step[p] >= 0 else 0
+              for p in range(trace.gen_length)]
+    best = int(np.argmax(counts)) if counts else 0
+    return best if counts and counts[best] > 0 else None

@@ -152,6 +152,7 @@ def iter_decode(
     config: DecodeConfig | None = None,
     *,
     generator: torch.Generator | None = None,
+    initial_tokens: np.ndarray | None = None,
 ) -> Iterator[StepRecord]:
     """Decode step by step, yielding one StepRecord per forward pass.
 
@@ -165,6 +166,9 @@ def iter_decode(
             threshold 0.9 in blocks of 32. Model-family defaults are resolved here.
         config: canvas length, temperature, step cap, precision; default DecodeConfig().
         generator: RNG for Gumbel noise; default a generator seeded with config.seed.
+        initial_tokens: the canvas to start from (gen_length ids; the mask id where still open),
+            default all masks. A fork of a recorded decode (dllm_viz.branching) starts from its
+            canvas at the fork step; filled positions are context and are never committed again.
 
     Raises:
         ValueError: empty prompt, prompt too long for the model, or a pipeline that cannot
@@ -175,20 +179,27 @@ def iter_decode(
     _check_inputs(adapter, prompt_ids, pipeline, config)
     if generator is None:
         generator = torch.Generator(device=adapter.device).manual_seed(config.seed)
+    length = config.gen_length
+    tokens = np.full(length, adapter.info.mask_token_id, dtype=np.int64)
+    if initial_tokens is not None:
+        if np.shape(initial_tokens) != (length,):
+            raise ValueError(f"`initial_tokens` must hold gen_length ({length}) ids, got shape "
+                             f"{np.shape(initial_tokens)}")
+        tokens[:] = np.asarray(initial_tokens, dtype=np.int64)
     # Initial states are built here too: a rule that reads a weights file fails before any pass.
-    states = (pipeline.rule.init_state(config.gen_length),
-              None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(config.gen_length))
-    return _steps(adapter, list(prompt_ids), pipeline, config, generator, states)
+    states = (pipeline.rule.init_state(length),
+              None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length))
+    return _steps(adapter, list(prompt_ids), pipeline, config, generator, tokens, states)
 
 
 def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, config: DecodeConfig,
-           generator: torch.Generator, states: tuple[Any, Any]) -> Iterator[StepRecord]:
-    """The loop itself, over checked inputs and initial (rule, extrapolator) states (see iter_decode)."""
+           generator: torch.Generator, tokens: np.ndarray, states: tuple[Any, Any]) -> Iterator[StepRecord]:
+    """The loop itself, over checked inputs, the starting canvas and initial (rule, extrapolator)
+    states (see iter_decode)."""
     rng = np.random.default_rng(config.seed)
     info, length, prompt_len = adapter.info, config.gen_length, len(prompt_ids)
     stop_ids = np.array(info.stop_token_ids)
     delimiter_ids = np.array(adapter.delimiter_ids(pipeline.delimiters) if pipeline.delimiters else [], np.int64)
-    tokens = np.full(length, info.mask_token_id, dtype=np.int64)
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
     rule_state, extra_state = states
     cursor, canvas_end, kv = _Cursor(), length, None

@@ -36,6 +36,8 @@ class TraceMeta:
         created_utc: when it was decoded (ISO 8601), if recorded.
         replay_of: label of the dense trace a replayed trace was read from.
         dense_steps: for a replayed trace, the dense step each of its steps read.
+        fork_of: for a forked decode (branching.py): the original's label, the fork step and
+            any forced position and token.
         other: keys this version does not know (a newer writer's), kept so a save keeps them.
     """
 
@@ -52,10 +54,11 @@ class TraceMeta:
     created_utc: str | None = None
     replay_of: str | None = None
     dense_steps: tuple[int, ...] = ()
+    fork_of: Mapping[str, Any] | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("pipeline", "token_text", "other"):
+        for name in ("pipeline", "token_text", "other", "fork_of"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         for name in ("reason_names", "pass_kind_names", "dense_steps"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
@@ -90,6 +93,7 @@ class TraceMeta:
         data["decode_config"] = None if self.decode_config is None else self.decode_config.to_dict()
         data["pipeline"] = _plain(self.pipeline)
         data["token_text"] = dict(self.token_text)
+        data["fork_of"] = _plain(self.fork_of)
         for name in ("reason_names", "pass_kind_names", "dense_steps"):
             data[name] = list(data[name])
         return {**_plain(self.other), **data}

@@ -13,6 +13,8 @@ from typing import Literal
 import streamlit as st
 
 from app_ui.common import (
+    WALL_SPEEDUP,
+    canvas_limit,
     check_prompt,
     comparison_rows,
     current_model,
@@ -21,6 +23,7 @@ from app_ui.common import (
     diff_html,
     prompt_input,
     require_app_frame,
+    warn_if_cut_off,
 )
 from app_ui.sweep import run_sweep, sweep_rows
 from app_ui.widgets import gen_length_input, policy_form
@@ -39,17 +42,18 @@ st.caption("Several policies on the same prompt and seed, each against the dense
 
 mode = st.segmented_control("Compare on", ["one prompt", "a prompt set"], default="one prompt", required=True,
                             key="cmp_mode", bind="query-params")
+adapter = current_model()
 left, right = st.columns([3, 1])
 with left:
-    prompt = prompt_input("cmp_") if mode == "one prompt" else None
-gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right)
+    prompt = prompt_input("cmp_", bind=True) if mode == "one prompt" else None
+gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right,
+                              limit=canvas_limit(adapter, prompt))
 count = int(right.segmented_control("Configurations", [2, 3, 4], default=2, required=True, key="cmp_n",
                                     bind="query-params") or 2)
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
     with tab:
         specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i]))
-adapter = current_model()
 
 
 def pipelines() -> dict[str, Pipeline] | None:
@@ -74,7 +78,8 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     bar = st.progress(0.0, text="dense baseline")
     for label, pipe in {"dense": Pipeline.dense(gen_length=gen_length), **configs}.items():
         trace = decode_with_bar(adapter, text, pipe, config, bar, label)
-        results.append(replace(trace, meta=trace.meta.replace(label=label)))
+        trace = replace(trace, meta=trace.meta.replace(label=label))
+        results.append(trace)
     bar.empty()
 
 
@@ -83,19 +88,28 @@ def show_one(results: list) -> None:
     longest = max(t.nfe for t in results)
     st.dataframe(comparison_rows(dense, others), key="cmp_table", hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.2f")
-                                for c in ("NFE speedup", "seconds", "wall speedup", "tokens/s", "tokens/step",
+                                for c in ("NFE speedup", "seconds", WALL_SPEEDUP, "tokens/s", "tokens/step",
                                           "policy overhead %")})
+    st.download_button("Replay all on one step axis (HTML, works offline)",
+                       lambda: figures.comparison_replay_html(results), file_name="comparison-replay.html",
+                       mime="text/html", key="cmp_replay", on_click="ignore",
+                       help="a self-contained player (play, pause, scrub) of every run's canvas, plotly.js inline")
+    align = st.toggle("Align step axes", key="cmp_align", bind="query-params",
+                      help="off: each heatmap fills its own chart (a 5-step policy is readable); on: every chart "
+                           f"spans the longest run's {longest} steps, so heights compare")
     for column, trace in zip(st.columns(len(others)), others, strict=False):
         with column:
             st.markdown(f"**{trace.meta.label}**")
             st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
                       delta_color="off", border=True)
+            warn_if_cut_off(trace)
             st.html(diff_html(dense.meta.answer_text, trace.meta.answer_text))
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
-            st.plotly_chart(figures.share_step_axis(heatmap, longest),
+            st.plotly_chart(figures.share_step_axis(heatmap, longest) if align else heatmap,
                             key=f"cmp_heat_{trace.meta.label}", theme=None)
-    st.caption(f"Dense output (reference for the highlighted differences): {dense.meta.answer_text!r}, "
-               f"NFE {dense.nfe}")
+    st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}")
+    warn_if_cut_off(dense, "dense")
+    st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
     series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
                                           "cumulative_cost", "cumulative_seconds", "policy_ms"], key="cmp_series",
                           help="cumulative_seconds: wall time so far; policy_ms: time inside the policy each step")

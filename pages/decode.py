@@ -11,8 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from pages.branch import branch_panel
 
-from app_ui.common import check_prompt, controller_dir, current_model, decode_config, prompt_input, require_app_frame
+from app_ui.common import (
+    canvas_limit,
+    check_prompt,
+    controller_dir,
+    current_model,
+    decode_config,
+    prompt_input,
+    require_app_frame,
+)
 from app_ui.stepping import advance, run_to_end, show_latest
 from app_ui.views import trace_view
 from app_ui.widgets import controller_choices, gen_length_input, policy_form
@@ -20,16 +29,27 @@ from dllm_viz.stepper import Stepper
 
 SPEEDS = {"slow": 1.0, "normal": 0.5, "fast": 0.2}
 
+
+def settings_label() -> str:
+    """One line naming the chosen sample, rule and gen length (the first line in the settings)."""
+    chosen = [str(st.session_state.get("sample") or ""), str(st.session_state.get("rule") or "threshold"),
+              f"gen {st.session_state.get('gen') or 64}"]
+    return " · ".join(c for c in chosen if c)
+
+
 require_app_frame()
 st.title("Decode")
 st.caption("Watch a masked diffusion LM fill its canvas. Every setting is in the address bar: copy it to share "
            "this view. Keys: → one step, Space play/pause, ← scrub back.")
 
-prompt = prompt_input(bind=True)
-gen_length = gen_length_input("gen", default=64, bind=True)
-with st.container(border=True):
-    spec = policy_form(bind=True, weights=controller_choices(controller_dir()))
 adapter = current_model()
+# Run, Step and Play fold the settings away (fold_settings writes the expander's state), so on a
+# 1280x720 laptop the first screen after Run shows the heatmap, not the form; a click reopens them.
+with st.expander("Prompt and policy", expanded=True, key="settings", on_change="rerun"):
+    st.caption(settings_label())
+    prompt = prompt_input(bind=True)
+    gen_length = gen_length_input("gen", default=64, bind=True, limit=canvas_limit(adapter, prompt))
+    spec = policy_form(bind=True, weights=controller_choices(controller_dir()))
 signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
                               st.session_state.get("seed"), repr(spec))
 
@@ -52,6 +72,12 @@ def ready(*, continue_ok: bool) -> Stepper | None:
 
 def toggle_play() -> None:
     st.session_state["playing"] = not st.session_state.get("playing", False)
+    fold_settings()
+
+
+def fold_settings() -> None:
+    """Run, Step and Play fold the settings away (the user can reopen them)."""
+    st.session_state["settings"] = False
 
 
 def reset() -> None:
@@ -61,9 +87,9 @@ def reset() -> None:
 
 playing = bool(st.session_state.get("playing"))
 cols = st.columns([1.3, 1, 1.3, 1, 2.4], vertical_alignment="bottom")
-run = cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None,
+run = cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None, on_click=fold_settings,
                      help="decode to the end (continues a stepped decode with the same settings)")
-step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None,
+step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None, on_click=fold_settings,
                       help="one forward pass (→)")
 cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=toggle_play,
                disabled=adapter is None, help="step on a timer (Space)")
@@ -94,6 +120,21 @@ def play_tick() -> None:
     st.rerun()  # a full rerun turns the timer off (and shows any error)
 
 
+def landing() -> None:
+    """What a first-time visitor needs: what this is, three steps to a first decode, where to learn."""
+    with st.container(border=True):
+        st.markdown(
+            "**A masked diffusion language model does not write left to right.** It starts from a canvas of "
+            "masks and fills it over a few forward passes, in any order. This page runs the model one pass at "
+            "a time and shows what a decoding rule commits at every step.\n\n"
+            "1. Pick a sample prompt (or type your own) under *Prompt and policy*.\n"
+            "2. Pick a commit rule: *threshold* is Fast-dLLM's, *fixed_steps* is LLaDA's dense baseline.\n"
+            "3. Press **Run to end** (or **Step**, → , for one pass) and read the heatmap: one row per pass, "
+            "one column per position.")
+        st.page_link("pages/learn.py", label="New to diffusion LMs? Start with Learn (5 short chapters)",
+                     icon=":material/school:")
+
+
 @st.fragment(run_every=SPEEDS[speed] if st.session_state.get("playing") else None)
 def viewer() -> None:
     """The trace view; while playing, each tick first runs one forward pass."""
@@ -102,9 +143,11 @@ def viewer() -> None:
         play_tick()
     trace = st.session_state.get("trace")
     if trace is None:
-        st.info("Choose a prompt and a policy, then press Run, Step or Play.")
+        landing()
         return
     trace_view(trace, st.session_state.get("trace_version", 0))
+    if adapter is not None and trace.is_complete and not st.session_state.get("playing"):
+        branch_panel(adapter, trace, st.session_state.get("trace_version", 0))
 
 
 viewer()

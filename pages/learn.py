@@ -1,22 +1,29 @@
 """Learn: a guided walkthrough of masked diffusion decoding, with live examples on the model.
 
 Five short chapters (masking, confidence, remasking, blocks, NFE), each with a small decode
-(32 positions, quick on CPU) and a link that opens the Decode page with the same setting, so
-every idea points at the real widget that controls it. The chapter is in the URL.
+(64 positions, so the example's answer fits; computed once per server and shared by every
+session) and a link that opens the Decode page with the same setting, so every idea points at
+the real widget that controls it. Terms link to the glossary (dllm_viz.explain). The chapter
+is in the URL.
 """
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
-from app_ui.common import current_model, decode_with_bar, model_turn, require_app_frame, sample_prompts
+from app_ui.common import DEFAULT_PROMPT, current_model, diff_html, model_turn, require_app_frame, sample_prompts
 from dllm_viz import figures
 from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
+from dllm_viz.explain import GLOSSARY
+from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
 from dllm_viz.trace import Trace
 
-GEN = 32
+GEN = 64  # the example prompt's dense answer (about 41 tokens) fits with room for its end-of-text
 CHAPTERS = {
     "1 Masking": "A diffusion LM does not write left to right. It starts from a **canvas of mask tokens** after "
                  "the prompt and fills it in over several **steps**. Below: the canvas before any step — every "
@@ -27,7 +34,7 @@ CHAPTERS = {
                     "yet accepted. On the Decode page, press *Step* (→) to run exactly one pass.",
     "3 Remasking": "LLaDA commits a fixed number of positions per step — the most confident ones — and "
                    "**re-masks** the rest, so those positions are predicted again next step with more context. "
-                   "Below: the commit order with 2 tokens per step (steps = 16 for 32 positions). On the Decode "
+                   "Below: the commit order with 2 tokens per step (steps = 32 for 64 positions). On the Decode "
                    "page, pick the *fixed_steps* commit rule and change *steps*.",
     "4 Blocks": "Semi-autoregressive **blocks** split the canvas into windows decoded left to right; inside a "
                 "block, the order is free. Move the slider and watch the commit order form bands. On the Decode "
@@ -42,32 +49,51 @@ st.title("Learn: how a diffusion LM decodes")
 chapter = str(st.segmented_control("Chapter", list(CHAPTERS), default=next(iter(CHAPTERS)), required=True,
                                    key="chapter", bind="query-params"))
 adapter = current_model()
-samples = sample_prompts()
-prompt = next(iter(samples.values()), "Tom has 12 apples. He buys 7 more. How many apples does he have now?")
+PROMPT = next(iter(sample_prompts().values()), DEFAULT_PROMPT)
 
 
-def example(pipeline: Pipeline, name: str) -> Trace | None:
-    """A decode of the example prompt (cached for this session), or None without a model."""
+@st.cache_resource(show_spinner="Decoding the example…", max_entries=64)
+def cached_example(model: str, device: str, config_key: str, steps: int | None, _adapter: ModelAdapter,
+                   _pipeline: Pipeline) -> Trace:
+    """A decode of the example prompt, shared by every session (the first visitor pays for it).
+
+    `steps` stops after that many forward passes (0 = the initial canvas); None runs to the end.
+    The model name, device and the pipeline's repr key the cache; the objects are not hashed.
+    """
+    config = DecodeConfig(gen_length=GEN)
+    with model_turn():
+        if steps is None:
+            return decode(_adapter, _adapter.encode_prompt(PROMPT), _pipeline, config, prompt_text=PROMPT)
+        stepper = Stepper.start(_adapter, PROMPT, _pipeline, config, ())
+        for _ in range(steps):
+            stepper.step()
+        return stepper.trace()
+
+
+def example(pipeline: Pipeline, steps: int | None = None) -> Trace | None:
+    """The example decode under `pipeline` (cached across sessions), or None without a model."""
     if adapter is None:
         return None
-    cache: dict = st.session_state.setdefault("learn_traces", {})
-    key = (st.session_state.get("model"), name)
-    if key not in cache:
-        bar = st.progress(0.0, text=name)
-        cache[key] = decode_with_bar(adapter, prompt, pipeline, DecodeConfig(gen_length=GEN), bar, name)
-        bar.empty()
-    return cache[key]
+    return cached_example(str(st.session_state.get("model")), str(st.session_state.get("device", "auto")),
+                          repr(pipeline), steps, adapter, pipeline)
 
 
 def first_steps(count: int) -> Trace | None:
     """The trace after `count` forward passes of the threshold rule (0 = the initial canvas)."""
-    if adapter is None:
-        return None
-    stepper = Stepper.start(adapter, prompt, Pipeline.from_names("threshold"), DecodeConfig(gen_length=GEN), ())
-    with model_turn():
-        for _ in range(count):
-            stepper.step()
-    return stepper.trace()
+    return example(Pipeline.from_names("threshold", block_length=GEN), count)
+
+
+def anchor(term: str) -> str:
+    """The HTML id of a glossary entry."""
+    return "g-" + re.sub(r"\W+", "-", term.lower()).strip("-")
+
+
+def linked(text: str) -> str:
+    """`text` with the first mention of each glossary term linked to its entry below."""
+    for term in sorted(GLOSSARY, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w#-])(\*\*)?({re.escape(term)}s?)(\*\*)?(?![\w-])",
+                      lambda m, t=term: f"[{m.group(2)}](#{anchor(t)})", text, count=1, flags=re.IGNORECASE)
+    return text
 
 
 def try_it(label: str, **query: object) -> None:
@@ -75,39 +101,54 @@ def try_it(label: str, **query: object) -> None:
                  query_params={"gen": str(GEN), **{k: str(v) for k, v in query.items()}})
 
 
-st.markdown(CHAPTERS[chapter])
-st.caption(f"Example prompt: {prompt}")
+st.markdown(linked(CHAPTERS[chapter]))
+st.caption(f"Example prompt: {PROMPT}")
 if chapter.startswith("1"):
     if (trace := first_steps(0)) is not None:
         st.html(figures.token_strip_html(trace))
-    try_it("gen length 32", rule="threshold")
+    try_it(f"gen length {GEN}", rule="threshold")
 elif chapter.startswith("2"):
     if (trace := first_steps(1)) is not None:
         st.html(figures.token_strip_html(trace, 0))
         st.plotly_chart(figures.confidence_heatmap(trace), key="learn_conf", theme=None)
     try_it("press Step", rule="threshold")
 elif chapter.startswith("3"):
-    if (trace := example(Pipeline.from_names("fixed_steps", steps=16, block_length=GEN), "remask")) is not None:
+    if (trace := example(Pipeline.from_names("fixed_steps", steps=GEN // 2, block_length=GEN))) is not None:
         st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order", theme=None)
-    try_it("fixed_steps, 16 steps", rule="fixed_steps", steps=16, block_length=GEN)
+        if (position := figures.most_revised_position(trace)) is not None:
+            story = " → ".join(f"step {step}: `{text.replace('`', chr(39)) or ' '}`"
+                               for step, text in figures.candidate_history(trace, position))
+            st.markdown(f"**Remasking, seen:** position {position} stayed masked while its candidate changed — "
+                        f"{story} — and was committed at step {int(trace.commit_step[position])}.")
+    try_it(f"fixed_steps, {GEN // 2} steps", rule="fixed_steps", steps=GEN // 2, block_length=GEN)
 elif chapter.startswith("4"):
     block = int(st.select_slider("Block length", [4, 8, 16, 32], value=8, key="learn_block"))
     pipe = Pipeline.dense(block)
-    if (trace := example(pipe, f"blocks {block}")) is not None:
+    if (trace := example(pipe)) is not None:
         st.caption("One row per block: the colour is the step at which each position was committed.")
         st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks", theme=None)
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
 else:
     tau = float(st.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
-    dense = example(Pipeline.dense(GEN), "dense")
-    fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=GEN), f"threshold {tau}")
+    dense = example(Pipeline.dense(GEN))
+    fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=GEN))
     if dense is not None and fast is not None:
         a, b = st.columns(2)
         a.metric("NFE, one token per step", dense.nfe, border=True)
         b.metric(f"NFE, threshold τ = {tau:g}", fast.nfe, delta=f"{fast.nfe - dense.nfe}", delta_color="inverse",
                  border=True)
         st.plotly_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe", theme=None)
+        left, right = st.columns(2)  # what the speed costs: the outputs, the words that changed marked
+        left.markdown("**Output, one token per step**")
+        left.code(figures.output_text(dense) or " ", language=None, wrap_lines=True)
+        right.markdown(f"**Output, τ = {tau:g}** (words that differ from the left marked)")
+        right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
     try_it(f"threshold {tau:g}", rule="threshold", threshold=tau, block_length=GEN)
+
+st.divider()
+st.subheader("Glossary")
+st.markdown("\n".join(f"- <span id='{anchor(term)}'></span>**{term}**: {text}" for term, text in GLOSSARY.items()),
+            unsafe_allow_html=True)
 
 names = list(CHAPTERS)
 index = names.index(chapter)

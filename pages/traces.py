@@ -87,6 +87,12 @@ def delete(path: Path) -> None:
     st.session_state["file"] = "(none)"
 
 
+def open_on_decode(trace: Trace, query: dict[str, str]) -> None:
+    """Hand `trace` to the Decode page; a callback, so the sidebar's seed can still be set."""
+    set_trace(trace)
+    st.session_state["seed"] = int(query["seed"])
+
+
 loaded: Trace | None = st.session_state.get("traces_loaded")
 if loaded is None:
     st.stop()
@@ -98,7 +104,7 @@ if chosen not in (None, "(none)"):
 
 st.markdown("#### Export and share")
 stem = str(chosen).removesuffix(".npz") if chosen not in (None, "(none)") else "trace"
-cols = st.columns(5)
+cols = st.columns(6)
 cols[0].download_button("Heatmap (HTML)", lambda: figures.figure_html(figures.confidence_heatmap(trace)),
                         file_name=f"{stem}-heatmap.html", mime="text/html", key="dl_html", on_click="ignore")
 cols[1].download_button("Replay (HTML)", lambda: figures.replay_html(trace), file_name=f"{stem}-replay.html",
@@ -110,10 +116,13 @@ if png_available():
                             file_name=f"{stem}-heatmap.png", mime="image/png", key="dl_png", on_click="ignore")
 else:
     cols[3].caption("PNG export needs kaleido and Chromium (apt-get install chromium); use HTML instead.")
-if cols[4].button("Open on Decode", key="traces_to_decode"):
-    set_trace(trace)
-    st.switch_page("pages/decode.py")
+cols[5].download_button("Replay (GIF)", lambda: figures.decode_gif(trace), file_name=f"{stem}-replay.gif",
+                        mime="image/gif", key="dl_gif", on_click="ignore", help="an animated canvas for slides")
 query = share_query(trace)
+if cols[4].button("Open on Decode", key="traces_to_decode", on_click=open_on_decode, args=(trace, query)):
+    # Only parameters no widget of this run is bound to can be set on a switch (Streamlit
+    # refuses to clear or set bound ones, e.g. `file`); the seed went through session state.
+    st.switch_page("pages/decode.py", query_params={k: v for k, v in query.items() if k != "seed"})
 st.page_link("pages/decode.py", label="Decode page with these settings", query_params=query, icon=":material/link:")
 st.code(f"{(st.context.url or '').rsplit('/', 1)[0]}/?{urlencode(query)}", language=None)
 trace_view(trace, st.session_state.get("traces_loaded_version", 0), prefix="lib_")

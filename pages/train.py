@@ -13,16 +13,17 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app_ui.common import controller_dir, current_model, model_turn, require_app_frame
-from app_ui.widgets import trained_controllers
+from app_ui.common import canvas_limit, controller_dir, current_model, model_turn, require_app_frame
+from app_ui.widgets import gen_length_input, trained_controllers
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.roots import relative_name
 from dllm_viz.tasks import TASKS, get_task
-from dllm_viz.train.controller import ControllerConfig, train_controller
+from dllm_viz.train.controller import ControllerConfig, TrainProgress, train_controller, trivial_controller
 
-EPOCH = re.compile(r"epoch (\d+)/\d+ loss ([\d.]+) val precision ([\d.]+) recall ([\d.]+)")
 WEIGHT_KEYS = {"tspd": "controller_weights", "learn2pd": "filter_weights"}
+# The generated training prompts are one or two sentences; a long one sizes the canvas limit.
+TRAIN_PROMPT_HINT = "x " * 96
 
 require_app_frame()
 st.title("Train")
@@ -35,7 +36,7 @@ task = b.selectbox("Training prompts", sorted(TASKS), key="train_task")
 prompts = int(c.number_input("Prompts", 2, 2000, 8, key="train_prompts", help="generated training-split problems"))
 epochs = int(d.number_input("Epochs", 1, 200, 3, key="train_epochs"))
 a, b, c, d = st.columns(4)
-gen_length = int(a.select_slider("Gen length", [16, 32, 64, 128, 256], value=32, key="train_gen"))
+gen_length = gen_length_input("train_gen", default=64, container=a, limit=canvas_limit(adapter, TRAIN_PROMPT_HINT))
 block_length = int(b.number_input("Block length", 1, 256, 32 if gen_length >= 32 else gen_length, key="train_block"))
 hidden = int(c.number_input("Hidden units", 4, 512, 32, key="train_hidden", disabled=kind != "tspd"))
 lr = float(d.number_input("Learning rate", 1e-5, 1.0, 1e-3, format="%.5f", key="train_lr"))
@@ -51,15 +52,14 @@ def train(adapter: ModelAdapter) -> None:
                                                              split="train")]
     bar, chart, history = st.progress(0.0, text="collecting dense trajectories"), st.empty(), []
 
-    def on_progress(message: str) -> None:  # every call is a yield point: a click stops training here
-        if match := EPOCH.search(message):
-            epoch, loss, precision, recall = match.groups()
-            history.append({"epoch": int(epoch), "train loss": float(loss), "val precision": float(precision),
-                            "val recall": float(recall)})
-            chart.line_chart(pd.DataFrame(history).set_index("epoch"))
-            bar.progress(int(epoch) / epochs, text=message)
+    def on_progress(progress: TrainProgress) -> None:  # every call is a yield point: a click stops training here
+        if progress.stage == "epoch":
+            history.append({"fit": progress.fit_round * epochs + progress.done, "train loss": progress.loss,
+                            "val precision": progress.precision, "val recall": progress.recall})
+            chart.line_chart(pd.DataFrame(history).set_index("fit"))
+            bar.progress(progress.done / progress.total, text=progress.message())
         else:
-            bar.progress(0.0, text=message)
+            bar.progress(progress.done / max(progress.total, 1), text=progress.message())
 
     with model_turn():
         path, card = train_controller(adapter, texts, config, controller_dir() / f"{name}.safetensors",
@@ -71,7 +71,8 @@ def describe(path: str, card: dict) -> str:
     """One line about a controller file: name, kind, training prompts, validation scores."""
     val = card.get("validation", {})
     return (f"**{Path(path).name}** · {card.get('kind')} · {card.get('prompts')} prompts · "
-            f"val precision {val.get('precision', 0):.3f}, recall {val.get('recall', 0):.3f}")
+            f"val precision {val.get('precision', 0):.3f}, recall {val.get('recall', 0):.3f}"
+            + (" · ⚠️ trivial: always or never commits" if card.get("trivial") or trivial_controller(val) else ""))
 
 
 def use(path: str, which: str) -> None:
@@ -98,6 +99,8 @@ if result := st.session_state.get("train_result"):
     x.metric("Final train loss", f"{card['train_loss'][-1]:.4f}", border=True)
     y.metric("Validation precision", f"{validation.get('precision', 0):.3f}", border=True)
     z.metric("Validation recall", f"{validation.get('recall', 0):.3f}", border=True)
+    if why := card.get("trivial") or trivial_controller(validation):
+        st.warning(f"Trivial controller: {why}", icon="⚠️")
 
 st.subheader("Trained controllers")
 bundled = trained_controllers(BUNDLED_CONTROLLERS)

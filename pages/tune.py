@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import (
+    canvas_limit,
     check_prompt,
     confine_weights,
     current_model,
@@ -22,6 +23,7 @@ from app_ui.common import (
     prompt_input,
     require_app_frame,
     set_trace,
+    warn_if_cut_off,
 )
 from app_ui.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
 from app_ui.views import scrubber
@@ -39,10 +41,11 @@ st.title("Tune")
 mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", required=True, key="tune_mode",
                             bind="query-params")
 adapter = current_model()
+prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 left, mid, right = st.columns([2, 1, 1])
 rule = left.segmented_control("Commit rule", sorted(RULES),
                               default="threshold", required=True, key="tune_rule", bind="query-params")
-gen_length = gen_length_input("tune_gen", default=32, bind=True, container=mid)
+gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,
                                       key="tune_block", bind="query-params"))
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
@@ -61,12 +64,12 @@ def pipeline(options: dict) -> Pipeline | None:
 
 
 def by_eye() -> None:
-    prompt = prompt_input("tune_", bind=True)
     record = st.button("Record dense trace", key="tune_record", disabled=adapter is None,
                        help="decode once with LLaDA's dense rule (one token per step); the sliders replay it")
     if record and adapter is not None:
         try:
             dense_pipe = Pipeline.dense(block_length)
+            dense_pipe.validate(gen_length)
             bar = st.progress(0.0, text="dense")
             set_trace(decode_with_bar(adapter, check_prompt(prompt), dense_pipe, decode_config(gen_length), bar,
                                       "dense"), key="tune_dense")
@@ -93,6 +96,9 @@ def by_eye() -> None:
     b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
              delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
     c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
+    with st.expander(f"Dense output (NFE {dense.nfe}), the reference for the highlighted differences", expanded=True):
+        st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
+    warn_if_cut_off(dense, "dense")
     st.html(diff_html(dense.meta.answer_text, virtual.meta.answer_text))
     step = scrubber(virtual, st.session_state.get("tune_dense_version", 0), "tune_", follow=False)
     st.html(figures.token_strip_html(virtual, step))
@@ -108,12 +114,13 @@ def by_eye() -> None:
     verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
     if verify and adapter is not None:
         bar = st.progress(0.0, text="verify")
-        real = decode_with_bar(adapter, dense.meta.prompt_text or "", pipe,
+        real = decode_with_bar(adapter, (dense.meta.prompt_text or ""), pipe,
                                decode_config(dense.gen_length), bar, "real run")
         bar.empty()
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
                     f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint.")
         metrics_row(real, baseline=dense)
+        warn_if_cut_off(real, "real run")
         st.html(diff_html(dense.meta.answer_text, real.meta.answer_text))
 
 

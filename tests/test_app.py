@@ -201,6 +201,11 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
         at.session_state["view"] = option
         at.run()
         assert not at.exception and not errors(at), option
+    at.session_state["view"] = "Kalman bands"
+    at.run()
+    at.multiselect(key="kalman_pos").set_value([3, 5]).run()  # the user's positions, one panel each
+    kalman = [c for c in charts(at) if "Kalman" in str(c["layout"].get("title", {}).get("text", ""))]
+    assert kalman and sorted(k for k in kalman[0]["layout"] if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
     at = open_app(query={**FAST, "rule": "tspd"})
     dirs["controllers"].mkdir(parents=True, exist_ok=True)  # the app reads weights only from its folder
     for suffix in (".safetensors", ".json"):
@@ -222,7 +227,12 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     assert dense.nfe == 32 and second.nfe == 16 and first.nfe < 32
     assert [m.value for m in at.metric if m.label == "NFE"] == [str(first.nfe), str(second.nfe)]
     heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
-    assert len(heatmaps) == 2 and heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
+    assert "Replay all on one step axis (HTML, works offline)" in [b.proto.label for b in at.get("download_button")]
+    own = [h["layout"]["yaxis"].get("range") for h in heatmaps]
+    assert len(heatmaps) == 2 and own[0] != own[1]  # each on its own step axis by default
+    at.toggle(key="cmp_align").set_value(True).run()
+    heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
 
 
 def test_compare_on_a_prompt_set_reports_accuracy(dirs: dict[str, Path]) -> None:
@@ -275,6 +285,7 @@ def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path])
     path, card = at.session_state["train_result"]
     assert Path(path).is_file() and card["kind"] == "tspd" and len(card["train_loss"]) == 2
     assert metrics(at)["Final train loss"] == f"{card['train_loss'][-1]:.4f}"
+    assert bool(card["trivial"]) == any("Trivial controller" in w.value for w in at.warning)
     click(at, f"use_{path}")
     at.switch_page("pages/decode.py").run()  # AppTest keeps requesting the page it last switched to
     assert at.session_state["rule"] == "tspd"
@@ -298,7 +309,8 @@ def test_save_list_open_and_delete_a_trace(dirs: dict[str, Path]) -> None:
     assert any("already exists" in e for e in errors(at))
     at.selectbox(key="file").set_value("mine.npz").run()
     assert metrics(at)["NFE"] == str(decoded.nfe)
-    assert {b.proto.label for b in at.get("download_button")} >= {"Heatmap (HTML)", "Replay (HTML)", "Trace (.npz)"}
+    assert {b.proto.label for b in at.get("download_button")} >= {"Heatmap (HTML)", "Replay (HTML)", "Trace (.npz)",
+                                                                  "Replay (GIF)"}
     assert any(f"gen={decoded.gen_length}" in c.value for c in at.code)
     click(at, "traces_delete")
     assert not saved.exists() and at.selectbox(key="file").value == "(none)"
@@ -330,7 +342,7 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     while True:
         seen.append(at.session_state["chapter"])
         assert at.get("html") or charts(at), seen[-1]
-        assert any("gen=32" in link.proto.query_string for link in at.get("page_link")), seen[-1]
+        assert any("gen=64" in link.proto.query_string for link in at.get("page_link")), seen[-1]
         if "learn_next" not in [getattr(b, "key", None) for b in at.button]:
             break
         click(at, "learn_next")
@@ -340,8 +352,35 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     assert int(at.metric[1].value) <= nfe[1] and not at.exception
 
 
+def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query={**FAST, "rule": "fixed_steps"}), "run")
+    trace = at.session_state["trace"]
+    at.number_input(key="fork_step").set_value(3).run()
+    at.slider(key="fork_threshold").set_value(0.05).run()
+    click(at, "fork_run")
+    assert not errors(at), errors(at)
+    _, branches = at.session_state["fork_result"]
+    assert branches.original is trace and branches.at == 3 and branches.fork.meta.fork_of["step"] == 3
+    assert metrics(at)["NFE, fork"] == str(branches.fork_nfe)
+    assert any(c["layout"]["title"]["text"] == "Where the branches part" for c in charts(at))
+    at.number_input(key="fork_position").set_value(0).run()
+    click(at, "fork_run")
+    assert any("type the token to force" in e for e in errors(at)), errors(at)
+    at.text_input(key="fork_token").set_value("7").run()
+    first = int(trace.commit_step.argmin())  # committed at step 0, before any fork step
+    at.number_input(key="fork_position").set_value(first).run()
+    click(at, "fork_run")  # the reason, not a traceback
+    assert any("already committed" in e for e in errors(at)), errors(at)
+
+
 def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Path]) -> None:
     dirs["traces"].mkdir(parents=True, exist_ok=True)
     at = open_app("traces", {"file": "gone.npz"})
     assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
     assert not errors(at) and at.selectbox(key="file").value == "(none)"
+
+
+def test_a_link_asking_for_more_positions_than_the_context_says_so(dirs: dict[str, Path]) -> None:
+    at = open_app(query={"gen": "1024", "block_length": "16"})  # the random model has 512 positions
+    assert any("gen=1024 does not fit the model's context" in w.value for w in at.warning), at.warning
+    assert int(at.select_slider(key="gen").value) <= 512 - 1 and not at.exception

@@ -7,7 +7,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from app_ui.common import PromptError, check_prompt, comparison_rows, diff_html, share_query
+from app_ui.common import (
+    OWN_PROMPT,
+    PromptError,
+    check_prompt,
+    comparison_rows,
+    diff_html,
+    prompt_query,
+    share_query,
+)
 from app_ui.export import npz_bytes, png_available, png_bytes, uploaded_trace
 from app_ui.sweep import parse_values, sweep_configs
 from dllm_viz.config import DecodeConfig
@@ -22,12 +30,12 @@ from dllm_viz.trace import Trace, TraceFileError
 @pytest.fixture(scope="module")
 def dense(tiny_adapter: ModelAdapter) -> Trace:
     """LLaDA dense decoding (one token per step) of a short prompt, 2 blocks of 16."""
-    pipeline = Pipeline.from_names("fixed_steps", block_length=16)
+    pipeline = Pipeline.dense(16)
     return decode(tiny_adapter, tiny_adapter.encode_prompt("What is 3 + 4?"), pipeline, DecodeConfig(gen_length=32))
 
 
 def test_replaying_the_dense_rule_reproduces_the_dense_trace(dense: Trace) -> None:
-    again = replay(dense, Pipeline.from_names("fixed_steps", block_length=16))
+    again = replay(dense, Pipeline.dense(16))
     assert again.nfe == dense.nfe
     np.testing.assert_array_equal(again.tokens, dense.tokens)
     np.testing.assert_array_equal(again.committed, dense.committed)
@@ -84,8 +92,12 @@ def test_png_export_through_kaleido(dense: Trace) -> None:
 
 def test_share_query_names_the_decode_page_widgets(dense: Trace) -> None:
     query = share_query(dense)
+    prompt = {k: query.pop(k) for k in ("sample", "text") if k in query}
     assert query == {"gen": "32", "seed": "0", "rule": "fixed_steps", "remasking": "low_confidence",
                      "block": "fixed", "block_length": "16"}
+    # the prompt travels too: its text when it is not a bundled sample (prompt_input reads it back)
+    assert prompt == (prompt_query(dense.meta.prompt_text) if dense.meta.prompt_text else {})
+    assert prompt_query("my own question") == {"sample": OWN_PROMPT, "text": "my own question"}
 
 
 @pytest.mark.parametrize(("text", "message"), [("", "empty"), ("  \n ", "empty"), ("x" * 4001, "at most 4000")])

@@ -60,3 +60,9 @@ def test_help_documents_every_option() -> None:
     for option in ("--model", "--prompt", "--policy", "--threshold", "--gen-length", "--block-length",
                    "--save", "--steps", "--remasking", "--factor", "--temperature", "--seed", "--device"):
         assert option in proc.stdout
+    # every component explained with its paper, from dllm_viz.explain (the widgets read the same table)
+    from dllm_viz.explain import COMPONENTS
+
+    text = " ".join(proc.stdout.split())
+    for entry in COMPONENTS.values():
+        assert " ".join(entry.text.split()) in text and entry.paper.split(", ")[-1] in text

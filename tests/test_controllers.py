@@ -223,3 +223,25 @@ def test_on_policy_rounds_decode_with_the_controller_and_add_data(kind: str, tin
     assert card["examples"] == 3 * plain["examples"]  # the dense data plus one rollout per round
     assert all(r["mean_nfe"] <= r["dense_nfe"] for r in card["rollouts"])
     assert load_controller(str(path), kind).card["rollouts"] == card["rollouts"]
+
+
+def test_a_gate_that_accepts_every_cell_or_none_is_called_trivial() -> None:
+    from dllm_viz.train.controller import trivial_controller
+
+    always = {"precision": 0.30, "recall": 1.0, "positives": 300.0, "cells": 1000.0}
+    never = {"precision": 0.0, "recall": 0.0, "positives": 300.0, "cells": 1000.0}
+    learned = {"precision": 0.80, "recall": 0.9, "positives": 300.0, "cells": 1000.0}
+    assert "always commits" in (trivial_controller(always) or "") and "more prompts" in trivial_controller(always)
+    assert "never commits" in (trivial_controller(never) or "")
+    assert trivial_controller(learned) is None
+    assert trivial_controller({**always, "precision": 0.5}) is None  # recall 1 but selective
+
+
+def test_progress_events_are_typed_and_print_as_before() -> None:
+    from dllm_viz.train.controller import TrainProgress
+
+    epoch = TrainProgress("epoch", 2, 3, 1, loss=0.5, precision=0.25, recall=1.0)
+    assert epoch.message() == "round 1 epoch 2/3 loss 0.5000 val precision 0.250 recall 1.000"
+    assert TrainProgress("trajectory", 10, 20).message() == "trajectory 10/20"
+    assert TrainProgress("rollout", 1, 2, 1, mean_nfe=12.0, dense_nfe=32.0).message() == \
+        "rollout 1/2: mean NFE 12.0 (dense 32.0)"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,8 +63,11 @@ def test_confidence_uses_explicit_colourblind_scale_and_blanks_committed_cells()
 
 def test_each_overlay_is_one_trace() -> None:
     fig = confidence_heatmap(make_trace(40, 32, block_length=8))
-    assert [d.type for d in fig.data] == ["heatmap", "bar", "bar", "scatter"]
-    assert len(by_name(fig, "block boundary")) == len(by_name(fig, "volatility band edge")) == 1
+    assert [d.type for d in fig.data] == ["heatmap", "bar", "bar", "scatter", "scatter", "scatter"]
+    for name in ("block boundary", "volatility band edge"):  # drawn once; the legend shows a line, not a square
+        drawn, legend = by_name(fig, name)
+        assert drawn.type == "bar" and drawn.showlegend is False
+        assert legend.mode == "lines" and legend.legendgroup == drawn.legendgroup and legend.showlegend is not False
     assert len(by_name(fig, "commit")) == 1
 
 
@@ -210,3 +215,80 @@ def test_a_short_trace_on_a_long_shared_step_axis_gets_the_long_axis_ticks() -> 
     fig = share_step_axis(confidence_heatmap(make_trace(4, 6)), 128)
     assert tuple(fig.layout.yaxis.range) == (127.5, -0.5) and fig.layout.yaxis.dtick is None
     assert share_step_axis(confidence_heatmap(make_trace(4, 6)), 6).layout.yaxis.dtick == 1
+
+
+def test_a_stopped_decode_shows_its_masked_positions_as_masks(tiny_adapter: Any) -> None:
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.figures.tokens import MASK_GLYPH, output_text
+    from dllm_viz.policies import Pipeline
+    from dllm_viz.stepper import Stepper
+
+    stepper = Stepper.start(tiny_adapter, "What is 2 + 7?", Pipeline.from_names("fixed_steps", block_length=8),
+                            DecodeConfig(gen_length=16), ())
+    for _ in range(3):
+        stepper.step()
+    partial = stepper.trace()
+    stops = set(partial.stop_token_ids)
+    final = partial.final_tokens.tolist()
+    end = next((i for i, t in enumerate(final) if t in stops), len(final))
+    masked = sum(partial.commit_step[:end] < 0)
+    assert masked > 0 and output_text(partial).count(MASK_GLYPH) == masked
+    while stepper.step() is not None:
+        pass
+    done = stepper.trace()
+    assert done.is_complete and output_text(done) == done.meta.answer_text
+
+
+def test_the_gif_has_one_frame_per_sampled_step_and_shows_the_canvas() -> None:
+    from PIL import Image
+
+    from dllm_viz.figures import decode_gif
+    from dllm_viz.figures.export import frame_steps
+
+    trace = make_trace(12, 40, seed=1)
+    data = decode_gif(trace, max_frames=8, tokens_per_row=10)
+    image = Image.open(io.BytesIO(data))
+    assert data.startswith(b"GIF89a") and image.n_frames == len(frame_steps(12, 8))
+    assert image.size[0] > 10 * 40 and image.info["loop"] == 0
+    image.seek(0)
+    first = image.convert("RGB").getcolors(1 << 16)
+    image.seek(image.n_frames - 1)
+    last = image.convert("RGB").getcolors(1 << 16)
+    assert first != last  # the canvas changes between the first and the last frame
+    with pytest.raises(ValueError, match="tokens_per_row"):
+        decode_gif(trace, tokens_per_row=0)
+
+
+def test_position_ticks_are_every_kth_index_and_hover_keeps_the_token() -> None:
+    from dllm_viz.figures import confidence_heatmap
+
+    trace = make_trace(10, 200, seed=3)
+    xaxis = confidence_heatmap(trace).to_dict()["layout"]["xaxis"]
+    assert len(xaxis["tickvals"]) <= 16 and xaxis["tickangle"] == 0
+    assert all(text.isdigit() for text in xaxis["ticktext"])
+    assert all(":" in value for value in xaxis["tickvals"])  # the categories still carry index:token
+
+
+def test_a_short_commit_order_is_tall_enough_for_its_colour_bar() -> None:
+    from dllm_viz.figures import commit_order_heatmap
+    from dllm_viz.figures.tokens import MIN_GRID_HEIGHT
+
+    short, long = make_trace(8, 64, seed=4), make_trace(8, 640, seed=4)
+    assert commit_order_heatmap(short).layout.height == MIN_GRID_HEIGHT  # 2 rows of 32
+    assert commit_order_heatmap(long).layout.height == 110 + 34 * 20  # rows get 34 px each
+
+
+def test_a_comparison_replays_on_one_step_axis_and_finished_runs_hold_their_canvas() -> None:
+    from dllm_viz.figures import comparison_replay_figure, comparison_replay_html
+
+    fast, slow = make_trace(4, 32, seed=5, label="fast"), make_trace(12, 32, seed=6, label="slow")
+    fig = comparison_replay_figure([fast, slow], max_frames=64)
+    assert [f.name for f in fig.frames] == [str(s) for s in range(12)]
+    per_trace = len(fig.frames[0].data) // 2
+    last = fig.frames[-1].data
+    held = comparison_replay_figure([fast], max_frames=64).frames[-1].data  # fast's own last frame
+    np.testing.assert_array_equal(np.asarray(last[0].z), np.asarray(held[0].z))
+    assert {d.yaxis for d in last[per_trace:]} == {"y2"} and "NFE 12" in fig.layout.annotations[1].text
+    assert "<script" in comparison_replay_html([fast, slow], plotlyjs="cdn")
+    with pytest.raises(ValueError, match="one gen length"):
+        comparison_replay_figure([fast, make_trace(4, 16)])

@@ -139,7 +139,9 @@ def test_volatility_regions_fallback_known_answer() -> None:
 def test_volatility_band_heatmap_prefers_the_recorded_extra() -> None:
     recorded = make_trace(12, 8)
     fig = volatility_band_heatmap(recorded)
-    assert "recorded" in fig.layout.title.text and [d.type for d in fig.data] == ["heatmap", "bar"]
+    assert "recorded" in fig.layout.title.text and [d.type for d in fig.data] == ["heatmap", "bar", "scatter"]
+    assert fig.data[1].marker.line.color == "#000000"  # a black edge on the light regions, not a white one
+    assert fig.data[2].mode == "lines" and fig.data[2].name == "block boundary"  # its legend entry is a line
     assert np.array_equal(np.asarray(fig.data[0].z), recorded.extras[VOLATILITY_REGION].astype(np.int8))
     derived = volatility_band_heatmap(make_trace(12, 8, with_extras=False))
     assert "derived" in derived.layout.title.text
@@ -240,3 +242,24 @@ def test_figures_read_policy_settings_from_the_trace_and_say_when_it_has_none() 
     with pytest.raises(ValueError, match="pass threshold="):
         kalman_forecast_bands(bare)
     assert persistence_runs_bar(bare, delta_p=0.5, m=1).data
+
+
+def test_candidate_history_shows_a_candidate_changing_before_its_commit() -> None:
+    from dllm_viz.figures import candidate_history, most_revised_position
+
+    # position 1's candidate goes 5 -> 6 -> 6 -> 7 while masked and commits at step 3; position 0 never changes
+    trace = hand_trace([[4, 5], [4, 6], [4, 6], [4, 7]], [0, 3])
+    history = candidate_history(trace, 1)
+    assert [step for step, _ in history] == [0, 1, 3]
+    assert history[-1][1] == trace.token_text(7)
+    assert candidate_history(trace, 0) == [(0, trace.token_text(4))]
+    assert most_revised_position(trace) == 1
+    assert most_revised_position(hand_trace([[4, 5]] * 2, [0, 1])) is None
+
+
+def test_kalman_bands_tick_whole_steps_on_a_short_trace() -> None:
+    from dllm_viz.figures import kalman_forecast_bands
+
+    trace = make_trace(5, 16, seed=2)  # synthetic Kalman extras on every position
+    fig = kalman_forecast_bands(trace, positions=[1, 2])
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis2.dtick == 1

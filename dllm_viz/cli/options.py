@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from dataclasses import fields
 from functools import partial
 from typing import Any
 
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
+from dllm_viz.explain import component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.knobs import Knob, knobs, parse_text
 
@@ -79,15 +81,27 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--suppress-eos", action="store_true", help="LLaDA logits_eos_inf: never propose EOS")
     group.add_argument("--deprioritize-eos", action="store_true",
                        help="LLaDA confidence_eos_eot_inf: EOS/EoT candidates get confidence 0")
+    parser.epilog = components_epilog()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the epilog's paragraphs
     policy = parser.add_argument_group("policy options (each applies to the chosen component that has it)")
     for name, (spec, owners) in policy_fields().items():
         flag = "--" + name.replace("_", "-")
-        text = f"{spec.describe()} [{', '.join(owners)}]".replace("%", "%%")
+        text = f"{knob_help(name, spec.describe())} [{', '.join(owners)}]".replace("%", "%%")
         if spec.kind is bool:
             policy.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
             policy.add_argument(flag, dest=name, type=partial(_read_knob, spec), default=None, help=text,
                                 metavar=_metavar(spec))
+
+
+def components_epilog() -> str:
+    """Every rule, block sizer and plug-in explained (dllm_viz.explain), for the end of --help."""
+    lines = ["components (--rule, --block, --extrapolate, --stop):"]
+    for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS):
+        for name in sorted(registry):
+            lines += [f"  {name}", *textwrap.wrap(component_help(name), 96, initial_indent="    ",
+                                                  subsequent_indent="    ")]
+    return "\n".join(lines).replace("%", "%%")
 
 
 def policy_fields() -> dict[str, tuple[Knob, list[str]]]:

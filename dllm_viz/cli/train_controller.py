@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from dllm_viz.cli.options import add_model_options
@@ -73,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
                              "block_length": args.block_length}, resume=args.resume)
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     path, card = train_controller(adapter, prompts, config, out, store=store,
-                                  on_progress=lambda message: print(message, flush=True))
+                                  on_progress=lambda progress: print(progress.message(), flush=True))
     store.remove()
     print(f"saved {path} validation={card['validation']}")
+    if card.get("trivial"):
+        print(f"warning: {card['trivial']}", file=sys.stderr)
     return 0
 
 

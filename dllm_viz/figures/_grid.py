@@ -100,13 +100,27 @@ def grid_heatmap(grid: StepGrid, z: np.ndarray, **options: Any) -> go.Heatmap:
                       dy=float(grid.row_factor), zsmooth=False, **options)
 
 
+MAX_POSITION_TICKS = 16
+
+
+def position_ticks(labels: list[str]) -> dict[str, Any]:
+    """Every k-th column labelled by its position only, upright, so labels never overlap.
+
+    The full `index:token` label stays the category, so hover still shows the token.
+    """
+    step = max(1, -(-len(labels) // MAX_POSITION_TICKS))
+    shown = labels[::step]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [label.split(":", 1)[0] for label in shown],
+            "tickangle": 0}
+
+
 def grid_axes(fig: go.Figure, grid: StepGrid) -> go.Figure:
     """Category position axis (one label per column) and reversed step axis; returns `fig`."""
     step_title = "step" if grid.row_factor == 1 else f"step (rows pooled x{grid.row_factor})"
     position_title = "position" if grid.col_factor == 1 else f"position (pooled x{grid.col_factor})"
     fig.update_layout(
         xaxis=axis(position_title, type="category", categoryorder="array", categoryarray=grid.labels,
-                   range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, tickangle=-60),
+                   range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, **position_ticks(grid.labels)),
         yaxis=axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False,
                    **(step_ticks(grid.num_steps) if grid.row_factor == 1 else {})),
         barmode="overlay",

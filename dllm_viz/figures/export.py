@@ -151,3 +151,50 @@ def replay_html(trace: Trace, *, max_frames: int = 64, max_positions: int = 512,
     fig = replay_figure(trace, max_frames=max_frames, max_positions=max_positions,
                         tokens_per_row=tokens_per_row, frame_ms=frame_ms)
     return figure_html(fig, plotlyjs=plotlyjs)
+
+
+def comparison_replay_figure(traces: list[Trace], *, max_frames: int = 64, max_positions: int = 256,
+                             tokens_per_row: int = 32, frame_ms: int = 250) -> go.Figure:
+    """Several decodes of one prompt replayed together, one canvas per row, on one step axis.
+
+    Frame s shows every canvas after step s; a decode that has already finished holds its last
+    canvas, so a fast policy visibly finishes while dense is still filling. Play / pause and a
+    step slider as in replay_figure.
+
+    Raises:
+        ValueError: no traces, or gen lengths that differ (one prompt, one canvas size).
+    """
+    if not traces or len({t.gen_length for t in traces}) != 1:
+        raise ValueError(f"give one or more traces of one gen length, got {[t.gen_length for t in traces]}")
+    from plotly.subplots import make_subplots
+
+    factor = pool_factor(traces[0].gen_length, max_positions)
+    cells = -(-traces[0].gen_length // factor)
+    width = grid_width(cells, tokens_per_row)
+    longest = max(t.num_steps for t in traces)
+    steps = frame_steps(longest, max_frames)
+    names = ["initial" if s < 0 else str(s) for s in steps]
+
+    def frame(step: int) -> list[go.Heatmap | go.Scatter]:
+        data = []
+        for row, trace in enumerate(traces, start=1):
+            shown = step if step < 0 else min(step, trace.num_steps - 1)
+            axes = {"xaxis": f"x{row}" if row > 1 else "x", "yaxis": f"y{row}" if row > 1 else "y"}
+            data += [part.update(**axes) for part in _frame_data(trace, shown, factor, width)]
+        return data
+
+    titles = [f"{trace_label(t)}: NFE {t.nfe}" for t in traces]
+    fig = make_subplots(rows=len(traces), cols=1, subplot_titles=titles, vertical_spacing=0.3 / len(traces))
+    frames = [go.Frame(data=frame(int(s)), name=n) for s, n in zip(steps, names, strict=True)]
+    fig.add_traces(frames[0].data)
+    fig.frames = frames
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False, showticklabels=False)
+    fig.update_layout(plot_bgcolor="#FFFFFF", **_controls(names, frame_ms))
+    height = len(traces) * (grid_height(cells, width) - 40) + 120
+    return finish_layout(fig, title=f"Replay on one step axis<br><sup>{state_legend()}</sup>", height=height)
+
+
+def comparison_replay_html(traces: list[Trace], *, plotlyjs: PlotlyJs = "inline", **options: int) -> str:
+    """`comparison_replay_figure` as a self-contained HTML page (plotly.js inline: works offline)."""
+    return figure_html(comparison_replay_figure(traces, **options), plotlyjs=plotlyjs)

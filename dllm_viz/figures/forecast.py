@@ -21,6 +21,7 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     plotly_text,
+    step_ticks,
     titled,
     token_texts,
     trace_label,
@@ -168,5 +169,6 @@ def kalman_forecast_bands(trace: Trace, *, positions: Sequence[int] | None = Non
             fig.add_trace(item, row=row, col=1)
         fig.update_yaxes(axis("confidence", range=[0, 1.05]), row=row, col=1)
     fig.update_xaxes(axis("step"), row=len(chosen), col=1)
+    fig.update_xaxes(**step_ticks(trace.num_steps))  # whole steps: plotly picks 0.5 ticks for a few steps
     default = titled("Kalman confidence forecasts (CE)", trace_label(trace))
     return finish_layout(fig, title=title or default, height=140 + 190 * len(chosen), hovermode="x")

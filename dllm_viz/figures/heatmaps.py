@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from dllm_viz.figures._grid import StepGrid, grid_axes, grid_heatmap, step_grid
 from dllm_viz.figures._layout import (
+    BAND_EDGE_COLOR,
     CONFIDENCE_SCALE,
     NO_DATA_COLOR,
     STEP_SCALE,
@@ -29,7 +30,7 @@ from dllm_viz.figures._layout import (
     trace_label,
 )
 from dllm_viz.figures._pooling import QUANT_LEVELS, QUANT_NO_DATA, PoolHow, quantize
-from dllm_viz.figures.overlays import block_boundaries, commit_markers, volatility_band_edges
+from dllm_viz.figures.overlays import block_boundaries, commit_markers, edge_legend, volatility_band_edges
 from dllm_viz.policies.extras import TSPD_GATE, VOLATILITY_REGION
 from dllm_viz.trace import Trace
 
@@ -121,6 +122,10 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
         fig.add_trace(volatility_band_edges(trace.extras[VOLATILITY_REGION], grid))
     if show_commits and trace.num_steps:
         fig.add_trace(commit_markers(trace, grid))
+    if show_blocks and trace.num_steps:  # legend entries last, so the drawn traces keep their order
+        fig.add_trace(edge_legend("block boundary", "#000000"))
+    if show_bands and trace.num_steps and VOLATILITY_REGION in trace.extras:
+        fig.add_trace(edge_legend("volatility band edge", BAND_EDGE_COLOR))
     default = titled(f"{spec.name.capitalize()} per position over steps", trace_label(trace), f"NFE {trace.nfe}")
     grid_axes(fig, grid)
     return finish_layout(fig, title=title or default, plot_bgcolor=NO_DATA_COLOR)

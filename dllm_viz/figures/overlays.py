@@ -85,12 +85,24 @@ def edge_bars(grid: StepGrid, edges: list[Edge], *, name: str, color: str, outli
     )
 
 
-def block_boundaries(trace: Trace, grid: StepGrid) -> go.Bar:
-    """The window [start, end) of every step as one bar trace of edges."""
-    return edge_bars(grid, window_edges(trace), name="block boundary", color="#000000", outline="#FFFFFF")
+def block_boundaries(trace: Trace, grid: StepGrid, *, outline: str = "#FFFFFF") -> go.Bar:
+    """The window [start, end) of every step as one bar trace of edges (its legend entry: edge_legend).
+
+    Black with a white outline shows on the dark end of Viridis; on light backgrounds (the
+    volatility view's regions) pass outline="#000000", where a white outline read as no line.
+    """
+    bars = edge_bars(grid, window_edges(trace), name="block boundary", color="#000000", outline=outline)
+    return bars.update(showlegend=False, legendgroup="block boundary")
+
+
+def edge_legend(name: str, color: str) -> go.Scatter:
+    """A legend-only line for an edge trace: the legend shows a line, as the edges are drawn, not a square."""
+    return go.Scatter(x=[None], y=[None], mode="lines", name=name, legendgroup=name,
+                      hovertemplate=f"{name}<extra></extra>", line={"color": color, "width": 3})
 
 
 def volatility_band_edges(region: np.ndarray, grid: StepGrid) -> go.Bar:
     """The outer edges of the volatility band at every step as one bar trace."""
-    return edge_bars(grid, band_edges(region, grid), name="volatility band edge", color=BAND_EDGE_COLOR,
+    bars = edge_bars(grid, band_edges(region, grid), name="volatility band edge", color=BAND_EDGE_COLOR,
                      outline="#000000")
+    return bars.update(showlegend=False, legendgroup="volatility band edge")

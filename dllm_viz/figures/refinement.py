@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.dynamics import settled_step, wasted_refinement_fraction
+from dllm_viz.dynamics import candidate_history, most_revised_position, settled_step, wasted_refinement_fraction
 from dllm_viz.figures._layout import (
     COMMIT_COLOR,
     OKABE_ITO,
@@ -25,7 +25,8 @@ from dllm_viz.figures._layout import (
 )
 from dllm_viz.trace import Trace
 
-__all__ = ["refinement_dumbbell", "settled_step", "wasted_refinement_fraction"]
+__all__ = ["candidate_history", "most_revised_position", "refinement_dumbbell", "settled_step",
+           "wasted_refinement_fraction"]
 
 
 def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
@@ -67,3 +68,4 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
                        showarrow=False, font={"size": 12})
     default = titled("Redundant refinement", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))
+

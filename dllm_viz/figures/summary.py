@@ -7,6 +7,9 @@ on every rerun with a playhead (the big heatmap stays byte-identical; docs/UX.md
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -76,6 +79,19 @@ def _line(steps: np.ndarray, y: np.ndarray, name: str, color: str, fmt: str, **e
                       marker={"size": 4}, hovertemplate=f"{name} %{{y:{fmt}}}<extra></extra>", **extra)
 
 
+@functools.cache
+def _panel_layout() -> dict[str, object]:
+    """The layout of the five stacked panels sharing one step axis (as a plain dict)."""
+    grid = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                         row_heights=[0.24, 0.16, 0.24, 0.16, 0.2])
+    return dict(grid.layout.to_plotly_json())
+
+
+def _axis_name(kind: str, row: int) -> str:
+    """Plotly's name of row `row`'s axis: x, x2, ... (yaxis, yaxis2, ... for layout keys)."""
+    return kind if row == 1 else f"{kind}{row}"
+
+
 def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 620) -> go.Figure:
     """Tokens committed per step, masked remaining, window confidence, cumulative NFE and step time.
 
@@ -92,34 +108,31 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     """
     series = step_series(trace)
     steps = np.arange(trace.num_steps)
-    fig = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.04,
-                        row_heights=[0.24, 0.16, 0.24, 0.16, 0.2])
-    fig.add_trace(go.Bar(x=steps, y=series["committed"], name="committed this step",
-                         marker={"color": OKABE_ITO[0]}, hovertemplate="committed %{y}<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(_line(steps, series["masked_remaining"], "masked remaining", OKABE_ITO[7], ".0f"),
-                  row=2, col=1)
-    fig.add_trace(_line(steps, series["mean_confidence"], "mean confidence in window", OKABE_ITO[2], ".3f"),
-                  row=3, col=1)
-    fig.add_trace(_line(steps, series["min_confidence"], "min confidence in window", OKABE_ITO[3], ".3f"),
-                  row=3, col=1)
-    fig.add_trace(_line(steps, series["cumulative_nfe"], "cumulative NFE", OKABE_ITO[4], ".0f"), row=4, col=1)
-    fig.add_trace(_line(steps, series["cumulative_cost"], "cumulative cost (full passes)", OKABE_ITO[1],
-                        ".2f",
-                        visible="legendonly"), row=4, col=1)
+    traces = [(1, go.Bar(x=steps, y=series["committed"], name="committed this step", marker={"color": OKABE_ITO[0]},
+                         hovertemplate="committed %{y}<extra></extra>")),
+              (2, _line(steps, series["masked_remaining"], "masked remaining", OKABE_ITO[7], ".0f")),
+              (3, _line(steps, series["mean_confidence"], "mean confidence in window", OKABE_ITO[2], ".3f")),
+              (3, _line(steps, series["min_confidence"], "min confidence in window", OKABE_ITO[3], ".3f")),
+              (4, _line(steps, series["cumulative_nfe"], "cumulative NFE", OKABE_ITO[4], ".0f")),
+              (4, _line(steps, series["cumulative_cost"], "cumulative cost (full passes)", OKABE_ITO[1], ".2f",
+                        visible="legendonly"))]
     policy_known = bool(np.isfinite(series["policy_ms"]).all())
     for key, name, color in (("forward_ms", "forward pass ms", OKABE_ITO[5]),
                              ("policy_ms", "policy ms", OKABE_ITO[6]),
                              ("engine_ms", "engine ms" if policy_known else "policy + engine ms", OKABE_ITO[7])):
         if key == "policy_ms" and not policy_known:
             continue  # an older trace: policy time was not recorded apart from the engine's
-        fig.add_trace(go.Bar(x=steps, y=series[key], name=name, marker={"color": color},
-                             hovertemplate=f"{name} %{{y:.2f}}<extra></extra>"), row=5, col=1)
-    for row, name in enumerate(("commits", "masked", "confidence", "NFE", "time (ms)"), start=1):
-        fig.update_yaxes(axis(name), row=row, col=1)
-    fig.update_yaxes(range=[0, 1.02], row=3, col=1)
-    fig.update_xaxes(axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
-                     row=5, col=1)
+        traces.append((5, go.Bar(x=steps, y=series[key], name=name, marker={"color": color},
+                                 hovertemplate=f"{name} %{{y:.2f}}<extra></extra>")))
+    # The five-panel grid is the same for every trace: made once (make_subplots is most of the
+    # build time, which every Step paid), then each trace names its panel's axes itself.
+    fig = go.Figure(data=[t.update(xaxis=_axis_name("x", row), yaxis=_axis_name("y", row)) for row, t in traces],
+                    layout=copy.deepcopy(_panel_layout()))
+    panels = {f"{_axis_name('yaxis', row)}": axis(name) for row, name in
+              enumerate(("commits", "masked", "confidence", "NFE", "time (ms)"), start=1)}
+    panels["yaxis3"]["range"] = [0, 1.02]
+    fig.update_layout(**panels, xaxis5=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5],
+                                             **step_ticks(trace.num_steps)))
     tps = trace.summary()["tokens_per_step"]
     default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step")
     return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1,

@@ -138,9 +138,12 @@ def grid_layout(fig: go.Figure) -> go.Figure:
     return fig
 
 
+MIN_GRID_HEIGHT = 280  # below this a 2-row grid's colour bar piles its title on its tick labels
+
+
 def grid_height(size: int, width: int) -> int:
-    """Figure height that gives each wrapped row about 26 px."""
-    return 110 + 26 * max(1, -(-size // width))
+    """Figure height that gives each wrapped row about 34 px (readable tokens), at least MIN_GRID_HEIGHT."""
+    return max(MIN_GRID_HEIGHT, 110 + 34 * max(1, -(-size // width)))
 
 
 def text_color(state: int, is_draft: bool) -> str:
@@ -251,3 +254,25 @@ def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = Tr
                        for i, (c, n) in enumerate(zip(STATE_COLORS, STATE_NAMES, strict=True)))
         out += f'<div style="margin-top:4px;font-size:0.8em">{keys}</div>'
     return out + "</div>"
+
+
+MASK_GLYPH = "▒"
+
+
+def output_text(trace: Trace) -> str:
+    """The decoded output as plain text, with every still-masked position shown as ▒.
+
+    A finished trace returns the tokenizer's answer text (meta['answer_text']). A stopped one
+    would lose its masked positions there ("2 +  = 9" reads like model output), so it is built
+    from the recorded token texts instead, one ▒ per masked position, up to the first
+    committed end-of-text token.
+    """
+    if trace.is_complete:
+        return trace.meta.answer_text
+    mask, stops = mask_token_id(trace), set(trace.stop_token_ids)
+    parts = []
+    for token in trace.final_tokens.tolist():
+        if token in stops:
+            break
+        parts.append(MASK_GLYPH if token == mask else trace.token_text(int(token)))
+    return "".join(parts)

@@ -20,7 +20,7 @@ from dllm_viz.figures._layout import (
     titled,
     trace_label,
 )
-from dllm_viz.figures.overlays import block_boundaries
+from dllm_viz.figures.overlays import block_boundaries, edge_legend
 from dllm_viz.figures.tokens import resolve_step
 from dllm_viz.policies.extras import VOLATILITY_REGION
 from dllm_viz.trace import Trace
@@ -106,7 +106,8 @@ def volatility_band_heatmap(trace: Trace, *, floor_threshold: float = 0.1, show_
         hovertemplate="position %{x}<br>step %{y}<br>region %{z} (0 plateau, 1 band, 2 floor)<extra></extra>",
     ))
     if show_blocks and trace.num_steps:
-        fig.add_trace(block_boundaries(trace, grid))
+        fig.add_trace(block_boundaries(trace, grid, outline="#000000"))  # light regions: a black edge
+        fig.add_trace(edge_legend("block boundary", "#000000"))
     grid_axes(fig, grid)
     default = titled(f"Volatility band ({source}) and adaptive blocks", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default)

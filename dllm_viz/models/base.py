@@ -82,6 +82,15 @@ class ModelAdapter:
         return out[:-1] if extra else self._shift(out)
 
     @property
+    def context_length(self) -> int | None:
+        """Positions the model can attend over, prompt included (None when its config does not say).
+
+        The engine refuses a prompt + gen_length beyond it; the app offers only lengths that fit.
+        """
+        limit = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return None if limit is None else int(limit)
+
+    @property
     def supports_cache(self) -> bool:
         """True when prefix/dual KV caching is available (native families, not remote code)."""
         return not self.uses_remote_code and hasattr(self.model, "config")

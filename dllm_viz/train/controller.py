@@ -254,6 +254,63 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
     return model, losses, metrics
 
 
+@dataclass(frozen=True, slots=True)
+class TrainProgress:
+    """One progress event of train_controller, typed so a UI reads fields instead of parsing text.
+
+    stage: "trajectory" (done/total decodes collected), "epoch" (done/total epochs of a fit;
+    `fit_round` 0 is the fit on dense trajectories, k the fit after on-policy round k, with
+    loss and validation precision/recall) or "rollout" (round done/total, with mean NFE).
+    """
+
+    stage: Literal["trajectory", "epoch", "rollout"]
+    done: int
+    total: int
+    fit_round: int = 0
+    loss: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    mean_nfe: float | None = None
+    dense_nfe: float | None = None
+
+    def message(self) -> str:
+        """The line the CLI prints for this event."""
+        if self.stage == "trajectory":
+            return f"trajectory {self.done}/{self.total}"
+        if self.stage == "rollout":
+            return f"rollout {self.done}/{self.total}: mean NFE {self.mean_nfe:.1f} (dense {self.dense_nfe:.1f})"
+        label = f"round {self.fit_round} " if self.fit_round else ""
+        return (f"{label}epoch {self.done}/{self.total} loss {self.loss:.4f} val precision {self.precision:.3f} "
+                f"recall {self.recall:.3f}")
+
+
+# |precision - share of positives| below this, with recall 1, means the gate accepts every cell.
+TRIVIAL_TOLERANCE = 0.005
+
+
+def trivial_controller(metrics: dict[str, float]) -> str | None:
+    """Why validation `metrics` (from train) show a controller that learned a constant, or None.
+
+    A gate that always commits has recall 1.0 and precision equal to the share of positive cells
+    (it accepts every cell); one that never commits has recall 0. Either makes the learned rule
+    equal to "commit everything" (wrong tokens in parallel) or to the at-least-one fallback
+    (dense speed), whatever its loss says. The sentence says what to change.
+    """
+    cells, positives = metrics.get("cells", 0.0), metrics.get("positives", 0.0)
+    if cells <= 0 or positives <= 0:
+        return None
+    share, precision, recall = positives / cells, metrics.get("precision", 0.0), metrics.get("recall", 0.0)
+    if recall >= 1.0 and abs(precision - share) < TRIVIAL_TOLERANCE:
+        return (f"the controller always commits (validation precision {precision:.3f} equals the share "
+                f"of positive cells, {share:.3f}, at recall 1.0): it learned no more than the class balance. "
+                "Train on more prompts (hundreds, not a handful) and for more epochs; with few examples, "
+                "lower the learning rate or the hidden size.")
+    if recall <= 0.0:
+        return ("the controller never commits (validation recall 0): decoding falls back to one token per step. "
+                "Train on more prompts and for more epochs, or raise the learning rate.")
+    return None
+
+
 def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Path:
     """Write `path` (.safetensors) and its JSON card beside it."""
     from safetensors.torch import save_file
@@ -277,31 +334,33 @@ def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size
 
 
 def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
-                     on_progress: Callable[[str], None] | None = None,
+                     on_progress: Callable[[TrainProgress], None] | None = None,
                      store: TrajectoryStore | None = None) -> tuple[Path, dict[str, object]]:
     """Collect trajectories (kept in `store` as they finish, when given), train (plus
     `config.rollouts` on-policy rounds), save.
 
-    Returns the weights path and the card.
+    Returns the weights path and the card; the card's "trivial" is trivial_controller's
+    sentence when the final controller always or never commits (else None).
     """
     check_writable(Path(out).with_suffix(".safetensors"), "controller weights")  # before, not after, the work
-    say = on_progress or (lambda message: None)
+    say = on_progress or (lambda progress: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
-                                  lambda i, n: say(f"trajectory {i}/{n}") if i % 10 == 0 or i == n else None,
-                                  store)
+                                  lambda i, n: say(TrainProgress("trajectory", i, n)) if i % 10 == 0 or i == n
+                                  else None, store)
     targets = [trace.final_tokens for trace in traces]
     vocab_size = adapter.info.vocab_size
     threshold = 0.5 if config.kind == "tspd" else 0.96
     x, y, m = _examples(traces, targets, vocab_size, config)
 
-    def fit(label: str, x: np.ndarray, y: np.ndarray, m: np.ndarray) -> tuple[nn.Module, list[float], dict[str, float]]:
+    def fit(fit_round: int, x: np.ndarray, y: np.ndarray, m: np.ndarray
+            ) -> tuple[nn.Module, list[float], dict[str, float]]:
         return train(x, y, m, config, gate_threshold=threshold,
-                     on_epoch=lambda e, loss, met: say(f"{label}epoch {e + 1}/{config.epochs} loss {loss:.4f} "
-                                                       f"val precision {met['precision']:.3f} "
-                                                       f"recall {met['recall']:.3f}"))
+                     on_epoch=lambda e, loss, met: say(TrainProgress(
+                         "epoch", e + 1, config.epochs, fit_round, loss=loss, precision=met["precision"],
+                         recall=met["recall"])))
 
-    model, losses, metrics = fit("", x, y, m)
+    model, losses, metrics = fit(0, x, y, m)
     card: dict[str, object] = {
         "kind": config.kind, "layers": config.layers, "hidden": config.hidden, "vocab_size": vocab_size,
         "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
@@ -314,13 +373,14 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
         with tempfile.TemporaryDirectory() as tmp:
             weights = save_controller(model, Path(tmp) / f"round{round_index}.safetensors", card)
             rollout = rollout_trajectories(adapter, prompts, config, weights)
-        rounds.append({"round": round_index, "mean_nfe": float(np.mean([t.nfe for t in rollout])),
-                       "dense_nfe": dense_nfe})
-        say(f"rollout {round_index}/{config.rollouts}: mean NFE {rounds[-1]['mean_nfe']:.1f} "
-            f"(dense {rounds[-1]['dense_nfe']:.1f})")
+        mean_nfe = float(np.mean([t.nfe for t in rollout]))
+        rounds.append({"round": round_index, "mean_nfe": mean_nfe, "dense_nfe": dense_nfe})
+        say(TrainProgress("rollout", round_index, config.rollouts, round_index, mean_nfe=mean_nfe,
+                          dense_nfe=dense_nfe))
         more_x, more_y, more_m = _examples(rollout, targets, vocab_size, config)
         x, y, m = _concat_sequences([x, more_x], [y, more_y], [m, more_m])
-        model, losses, metrics = fit(f"round {round_index} ", x, y, m)
+        model, losses, metrics = fit(round_index, x, y, m)
     card.update({"examples": int(x.shape[0]), "train_loss": losses, "validation": metrics, "rollouts": rounds,
+                 "trivial": trivial_controller(metrics),
                  "train_seconds": round(time.perf_counter() - started, 1)})
     return save_controller(model, out, card), card

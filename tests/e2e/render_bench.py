@@ -1,17 +1,27 @@
-"""Benchmark (not a test): browser render time of confidence heatmaps in headless Chromium.
+"""Benchmark (not a test): browser timings of the heatmap and of the app's interactions.
 
-Run `python tests/e2e/render_bench.py` from the repository root; results go in BENCHMARKS.md.
+`python tests/e2e/render_bench.py` times confidence heatmaps of 64^2 to 1024^2 in headless
+Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads;
+`python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
+model and times, from the click to the finished rerun as the browser sees it: Run to heatmap
+(threshold, gen 128), a Step beyond its forward pass, each Learn chapter's first visit on a fresh
+server, Compare on one prompt with four policies, and a Tune slider move. `--threads N` sets
+DLLM_VIZ_THREADS (default: the app's thread policy). Results go in BENCHMARKS.md with `uptime`.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests"), str(ROOT)]
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 from trace_factory import make_trace  # noqa: E402
@@ -22,7 +32,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
-def main() -> None:
+def heatmaps() -> None:
     """Print payload, build and render time for 64^2, 256^2 and 1024^2 traces."""
     tmp = Path(tempfile.mkdtemp())
     with sync_playwright() as p:
@@ -44,6 +54,166 @@ def main() -> None:
             print(f"{size}x{size}: payload {len(fig.to_json()) / 1e6:.2f} MB, build {build:.2f} s, "
                   f"render median {sorted(times)[1]:.2f} s")
         browser.close()
+
+
+# Records every change of the app's script state with the browser's clock, so a rerun's end is
+# timed exactly (no polling interval) and a rerun too brief to see still counts.
+WATCH = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  window.__states = [];
+  new MutationObserver((records) => records.forEach((r) => window.__states.push([r.oldValue, performance.now()])))
+    .observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+  for (const kind of ['pointerdown', 'keydown']) {
+    document.addEventListener(kind, () => { window.__input = performance.now(); }, true);
+  }
+}"""
+# Each entry is [the state a change left, when]: leaving 'running' is the end of a rerun.
+RERUN_DONE = "(t0) => window.__states.some(([left, t]) => t >= t0 && left === 'running') && " \
+             "document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"
+RERUN_END = "(t0) => { const s = window.__states.filter(([left, t]) => t >= t0 && left === 'running'); " \
+            "return s[s.length - 1][1]; }"
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def timed(page: Any, action: Any, ready: str | None = None) -> float:
+    """Seconds from the input event of `action()` (pointer down or key down, on the browser's clock)
+    to the end of the rerun it caused, or to `ready` appearing if that is later; `ready` must be a
+    selector that is not on the page before the action."""
+    page.wait_for_timeout(300)
+    start = page.evaluate("performance.now()")
+    action()
+    page.wait_for_function(RERUN_DONE, arg=start, timeout=120_000)
+    t0 = page.evaluate("window.__input")
+    end = page.evaluate(RERUN_END, start)
+    if ready is not None:
+        seen = page.wait_for_function("(sel) => document.querySelector(sel) ? performance.now() : 0", arg=ready,
+                                      polling="raf", timeout=120_000)
+        end = max(end, float(seen.json_value()))
+    return (end - t0) / 1000
+
+
+def open_app(page: Any, url: str, ready_key: str) -> None:
+    page.goto(url)
+    page.locator(f".st-key-{ready_key}").first.wait_for(timeout=120_000)
+    page.locator(IDLE).wait_for(state="attached", timeout=120_000)
+    page.evaluate(WATCH)
+
+
+def click(page: Any, key: str) -> Any:
+    return lambda: page.locator(f".st-key-{key} button:visible").first.click()
+
+
+def metric_text(page: Any, label: str) -> str:
+    labelled = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+    return str(page.get_by_test_id("stMetric").filter(has=labelled).get_by_test_id("stMetricValue").first.inner_text())
+
+
+class Report(dict):  # type: ignore[type-arg]
+    """Prints every timing as soon as it is set (a failure later keeps the earlier lines)."""
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        super().__setitem__(name, value)
+        if isinstance(value, list):
+            print(f"{name}: median {statistics.median(value):.2f} s, max {max(value):.2f} "
+                  f"[{', '.join(f'{v:.2f}' for v in value)}]", flush=True)
+        else:
+            print(f"{name}: {value:.2f} s", flush=True)
+
+
+def app_timings(url: str, page: Any) -> dict[str, Any]:
+    """Every interaction of the brief, on a fresh server at `url`; seconds (lists: repeats)."""
+    out: dict[str, Any] = Report()
+    open_app(page, url, "run")  # the model loads here, not inside a Learn timing
+    started = time.perf_counter()
+    open_app(page, f"{url}/learn", "chapter")
+    out["learn chapter 1 first visit (page load)"] = time.perf_counter() - started
+    chapters = []
+    for _ in range(4):
+        chapters.append(timed(page, click(page, "learn_next")))
+    out["learn chapters 2-5 first visit"] = chapters
+    open_app(page, f"{url}/?gen=128&rule=threshold", "run")
+    runs = [timed(page, click(page, "run"), ".st-key-heatmap .js-plotly-plot")]
+    runs += [timed(page, click(page, "run")) for _ in range(2)]  # the heatmap is there: the rerun's end
+    out["run to heatmap, threshold gen 128 (first, then warm)"] = runs
+    open_app(page, f"{url}/?gen=128&rule=threshold", "run")
+    page.locator(".st-key-reset button").first.click()
+    page.locator(IDLE).wait_for(state="attached")
+    steps, beyond = [], []
+    for _ in range(6):
+        before = metric_text(page, "Time").removesuffix(" s") if page.get_by_test_id("stMetric").count() else "0"
+        latency = timed(page, click(page, "step"))
+        forward = float(metric_text(page, "Time").removesuffix(" s")) - float(before)
+        steps.append(latency)
+        beyond.append(latency - forward)
+    out["step click to view (s)"] = steps
+    out["step beyond its forward pass (s)"] = beyond
+    open_app(page, f"{url}/compare?cmp_n=4", "cmp_run")
+    compares = [timed(page, click(page, "cmp_run"), ".st-key-cmp_series_chart .js-plotly-plot")]
+    out["compare one prompt, 4 policies + dense, gen 64"] = [*compares, timed(page, click(page, "cmp_run"))]
+    open_app(page, f"{url}/tune", "tune_record")
+    out["tune record dense, gen 64"] = timed(page, click(page, "tune_record"), ".st-key-tune_heat .js-plotly-plot")
+    thumb = page.locator(".st-key-tune_threshold input[type='range']").first
+    moves = []
+    for key in ["ArrowLeft"] * 3 + ["ArrowRight"] * 3:
+        thumb.focus()
+        moves.append(timed(page, lambda key=key: thumb.press(key)))
+    out["tune slider move to redraw"] = moves
+    return out
+
+
+def app_bench(threads: int | None) -> None:
+    """Serve the app on the bundled model (fresh server) and print every timing."""
+    from conftest import serve_app
+
+    env = {**os.environ, "DLLM_VIZ_MODEL": "tiny", "DLLM_VIZ_TRACE_DIR": tempfile.mkdtemp()}
+    env.pop("OMP_NUM_THREADS", None)  # the app's own policy decides, as for a user
+    if threads is not None:
+        env["DLLM_VIZ_THREADS"] = str(threads)
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    print(f"threads: {threads if threads is not None else 'app policy (1 for the bundled model)'}")
+    with serve_app(env, "render-bench-app.log") as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(60_000)
+        app_timings(url, page)
+        browser.close()
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+
+
+def thread_probe(rounds: int = 2, passes: int = 15) -> None:
+    """Median and max ms of a bundled-model pass on a gen-128 canvas with 1 and 2 intra-op threads, alternated."""
+    import torch
+
+    from dllm_viz import load
+
+    adapter = load("tiny", device="cpu")
+    prompt = adapter.encode_prompt("Tom has 12 apples. He buys 7 more. How many apples does he have now?")
+    canvas = torch.tensor(prompt + [adapter.info.mask_token_id] * 128)
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    for threads in (1, 2) * rounds:
+        torch.set_num_threads(threads)
+        adapter.logits(canvas)  # warm-up
+        times = []
+        for _ in range(passes):
+            started = time.perf_counter()
+            adapter.logits(canvas)
+            times.append(1000 * (time.perf_counter() - started))
+        print(f"{threads} thread(s): median {statistics.median(times):.1f} ms, max {max(times):.1f} ms", flush=True)
+
+
+def main() -> None:
+    """Heatmap render times, or with --app the app's interaction timings."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--app", action="store_true", help="time the app's interactions on the bundled model")
+    parser.add_argument("--threads", type=int, default=None, help="DLLM_VIZ_THREADS for the app server")
+    parser.add_argument("--thread-probe", action="store_true", help="time a model pass with 1 and 2 threads")
+    args = parser.parse_args()
+    if args.thread_probe:
+        thread_probe()
+    elif args.app:
+        app_bench(args.threads)
+    else:
+        heatmaps()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""How many intra-op torch threads inference on the CPU should use, decided per model size.
+
+A forward pass of a small model is a few milliseconds of arithmetic split into many tiny ops;
+with 2+ intra-op threads on a shared, busy machine every op waits for the thread that was
+descheduled, and the waits dominate. Measured on the 2-core project machine with a training
+job beside it (BENCHMARKS.md, "thread policy"): the bundled 3M-parameter model's pass at gen
+128 took 16-23 ms with one thread and 130-250 ms (max 770 ms) with two. A large model (LLaDA-8B
+on a CPU) is arithmetic-bound, where more threads do pay, so it keeps torch's default.
+This module only picks and applies the number; callers (the app, the CLI) decide when.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# Below this many parameters a CPU pass is op-overhead-bound: one thread is fastest.
+SMALL_MODEL_PARAMETERS = 100_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadChoice:
+    """The thread count chosen for a model and why (shown in the app's sidebar)."""
+
+    threads: int
+    reason: str
+
+
+def inference_threads(num_parameters: int, device: str, *, default_threads: int,
+                      override: int | None = None) -> ThreadChoice:
+    """The intra-op thread count for inference of a model with `num_parameters` on `device`.
+
+    Args:
+        num_parameters: the model's parameter count.
+        device: where it runs ("cpu", "cuda", "cuda:0", "mps"); only "cpu" threads matter.
+        default_threads: torch's own default (torch.get_num_threads() at start-up).
+        override: a count the user asked for (e.g. from an environment variable); wins.
+
+    Raises:
+        ValueError: an override below 1.
+    """
+    if override is not None:
+        if override < 1:
+            raise ValueError(f"the thread count must be >= 1, got {override}")
+        return ThreadChoice(override, f"{override} (set by the user)")
+    if not device.startswith("cpu"):
+        return ThreadChoice(default_threads, f"{default_threads} (torch default; the model runs on {device})")
+    if num_parameters < SMALL_MODEL_PARAMETERS:
+        return ThreadChoice(1, f"1 (a model of {num_parameters:,} parameters is fastest on one thread)")
+    return ThreadChoice(default_threads, f"{default_threads} (torch default for a "
+                                         f"{num_parameters / 1e9:.1f}B-parameter model)")
+
+
+def apply_inference_threads(model: torch.nn.Module, device: str, *, override: int | None = None) -> ThreadChoice:
+    """Choose the thread count for `model` (see inference_threads) and set it for this process.
+
+    torch's setting is process-wide, so the last model applied wins; the app holds one model
+    at a time per choice of the sidebar, and applies it whenever that choice changes.
+    """
+    choice = inference_threads(sum(p.numel() for p in model.parameters()), device,
+                               default_threads=_DEFAULT_THREADS, override=override)
+    if torch.get_num_threads() != choice.threads:
+        torch.set_num_threads(choice.threads)
+    return choice
+
+
+_DEFAULT_THREADS = torch.get_num_threads()  # before any caller changed it

@@ -1,0 +1,82 @@
+"""The "Fork this decode" panel: branch a finished decode at a step and diff the two branches.
+
+Layout only: dllm_viz.branching runs the fork through the engine and computes the divergence;
+figures.branch_divergence_line draws it. The fork's settings are a step, a commit rule with a
+threshold, and optionally a token (typed as text; its first token id) forced at a position.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_ui.common import diff_html, model_turn
+from dllm_viz import figures
+from dllm_viz.branching import Branches, Fork, fork_decode
+from dllm_viz.models import ModelAdapter
+from dllm_viz.policies import Pipeline
+from dllm_viz.trace import Trace
+
+RULES = ("threshold", "fixed_steps", "cora", "factor")
+
+
+def branch_panel(adapter: ModelAdapter, trace: Trace, version: int) -> None:
+    """Fork controls and, once forked, both branches on one step axis with their outputs diffed."""
+    with st.expander("Fork this decode (counterfactual branch)"):
+        st.caption("Keep the first k forward passes of this decode, then continue under another rule or "
+                   "threshold, or with a token forced at a position, and see where the two branches part.")
+        a, b, c = st.columns(3)
+        at = int(a.number_input("Fork after step k", 0, max(trace.num_steps - 1, 0), min(2, trace.num_steps - 1),
+                                key="fork_step"))
+        rule = str(b.selectbox("Continue with", RULES, key="fork_rule"))
+        threshold = float(c.slider("threshold", 0.05, 1.0, 0.5, 0.05, key="fork_threshold",
+                                   disabled=rule != "threshold"))
+        d, e = st.columns(2)
+        position = d.number_input("Force a position (optional)", 0, trace.gen_length - 1, value=None,
+                                  key="fork_position", placeholder="none")
+        text = e.text_input("…to this token (text)", key="fork_token", disabled=position is None)
+        if st.button("Fork", key="fork_run", type="primary"):
+            run_fork(adapter, trace, version, at, rule, threshold, position, text)
+        held = st.session_state.get("fork_result")
+        if held is not None and held[0] == version:
+            show_branches(held[1])
+
+
+def run_fork(adapter: ModelAdapter, trace: Trace, version: int, at: int, rule: str, threshold: float,
+             position: int | None, text: str) -> None:
+    """Run the fork under the model lock and keep it for this trace version (or show why not)."""
+    block = int((trace.meta.pipeline.get("block") or {}).get("block_length") or 32)
+    options = {"threshold": threshold} if rule == "threshold" else {}
+    try:
+        pipeline = Pipeline.from_names(rule, block_length=block if trace.gen_length % block == 0 else trace.gen_length,
+                                       **options)
+        token = None
+        if position is not None:
+            ids = adapter.tokenizer.encode(text, add_special_tokens=False) if text else []
+            if not ids:
+                raise ValueError("type the token to force at that position (or clear the position)")
+            token = int(ids[0])
+        with model_turn():
+            branches = fork_decode(adapter, trace, Fork(at, pipeline, position, token))
+    except ValueError as exc:
+        st.error(f"Cannot fork: {exc}")
+        return
+    st.session_state["fork_result"] = (version, branches)
+
+
+def show_branches(branches: Branches) -> None:
+    """NFE of both branches, the divergence over the shared steps and both outputs diffed."""
+    first = branches.first_divergence()
+    a, b, c = st.columns(3)
+    a.metric("NFE, recorded", branches.original.nfe, border=True)
+    b.metric("NFE, fork", branches.fork_nfe, delta=f"{branches.fork_nfe - branches.original.nfe:+d}",
+             delta_color="inverse", border=True)
+    c.metric("Branches part after step", "never" if first is None else first, border=True)
+    labels = (branches.original.meta.label, branches.fork.meta.label)
+    st.plotly_chart(figures.branch_divergence_line(branches.divergence(), fork_step=branches.at,
+                                                   nfe=(branches.original.nfe, branches.fork_nfe), labels=labels),
+                    key="fork_chart", theme=None)
+    left, right = st.columns(2)
+    left.markdown(f"**Recorded** · {labels[0]}")
+    left.code(figures.output_text(branches.original) or " ", language=None, wrap_lines=True)
+    right.markdown(f"**Fork** · {labels[1]} (words that differ highlighted)")
+    right.html(diff_html(figures.output_text(branches.original), branches.fork.meta.answer_text))
