@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from pages.branch import branch_panel
 
+from app_ui.branch import branch_panel
 from app_ui.common import (
     canvas_limit,
     check_prompt,
