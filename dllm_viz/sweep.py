@@ -61,7 +61,7 @@ def parse_sweep(spec: str) -> Sweep:
     values = tuple(float(v) for v in np.linspace(low, high, count))
     integral = all(float(v).is_integer() for v in (low, high)) and (high - low) % (count - 1) == 0
     labels = tuple(
-        spec[: match.start()] + f"{knob}={int(v) if integral else round(v, 6):g}" + spec[match.end():]
+        spec[: match.start()] + f"{knob}={int(v) if integral else v:.4g}" + spec[match.end():]
         for v in values
     )
     return Sweep(spec=spec, knob=knob, values=values, labels=labels)
