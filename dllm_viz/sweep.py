@@ -24,7 +24,7 @@ class Sweep:
     Attributes:
         spec: what the user wrote.
         knob: the swept field's name.
-        values: the knob's values, evenly spaced from lo to hi inclusive.
+        values: the knob's values, evenly spaced from lo to hi inclusive (to 4 significant digits).
         labels: one bench configuration per value (the spec with the range replaced).
     """
 
@@ -58,10 +58,9 @@ def parse_sweep(spec: str) -> Sweep:
         raise ValueError(f"a sweep takes 2..{MAX_POINTS} points, got {count} in {spec!r}")
     if not low < high:
         raise ValueError(f"sweep range of {knob!r} must go from low to high, got {low_text}:{high_text}")
-    values = tuple(float(v) for v in np.linspace(low, high, count))
     integral = all(float(v).is_integer() for v in (low, high)) and (high - low) % (count - 1) == 0
-    labels = tuple(
-        spec[: match.start()] + f"{knob}={int(v) if integral else round(v, 6):g}" + spec[match.end():]
-        for v in values
-    )
+    # Four significant digits: the label is what runs, so the value is what the label says.
+    texts = [f"{int(v)}" if integral else f"{v:.4g}" for v in np.linspace(low, high, count)]
+    values = tuple(float(text) for text in texts)
+    labels = tuple(spec[: match.start()] + f"{knob}={text}" + spec[match.end():] for text in texts)
     return Sweep(spec=spec, knob=knob, values=values, labels=labels)

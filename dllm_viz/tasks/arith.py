@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from dllm_viz.tasks.base import Problem, Split, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
 
 NAMES: tuple[tuple[str, str, str], ...] = (
     ("Mia", "she", "her"),
@@ -152,10 +152,7 @@ def check_arith_knobs(
     Raises:
         ValueError: on any knob out of range.
     """
-    if not 1 <= min_ops <= max_ops <= ops_cap:
-        raise ValueError(
-            f"need 1 <= min_ops <= max_ops <= {ops_cap}, got min_ops={min_ops}, max_ops={max_ops}"
-        )
+    check_ordered("min_ops", min_ops, "max_ops", max_ops, floor=1, cap=ops_cap)
     if max_operand < 3 or max_result < max_operand:
         raise ValueError(
             f"need max_operand >= 3 and max_result >= max_operand, "

@@ -74,6 +74,18 @@ def check_split(split: str) -> Split:
     return split  # type: ignore[return-value]
 
 
+def check_ordered(low_name: str, low: int, high_name: str, high: int, *, floor: int, cap: int) -> None:
+    """Validate a pair of difficulty knobs `floor <= low <= high <= cap`, naming both and the range.
+
+    Raises:
+        ValueError: `need 1 <= min_ops <= max_ops <= 16, got min_ops=0, max_ops=4`.
+    """
+    if not floor <= low <= high <= cap:
+        raise ValueError(
+            f"need {floor} <= {low_name} <= {high_name} <= {cap}, got {low_name}={low}, {high_name}={high}"
+        )
+
+
 def check_count(n: int) -> int:
     """Validate a requested number of problems."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:

@@ -38,7 +38,7 @@ from dllm_viz.tasks.arith import (
     check_arith_knobs,
     extract_answer,
 )
-from dllm_viz.tasks.base import Problem, Split, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
 
 CHAIN_MIN_OPS = 5
 CHAIN_MAX_OPS = 12
@@ -120,14 +120,8 @@ class BreadthTask:
             ValueError: naming a knob out of range, or when the knobs leave too few problems.
         """
         check_split(split)
-        if not 2 <= groups <= max_groups <= MAX_GROUPS:
-            raise ValueError(
-                f"need 2 <= groups <= max_groups <= {MAX_GROUPS}, got groups={groups}, max_groups={max_groups}"
-            )
-        if not 0 <= min_extra <= max_extra <= 8:
-            raise ValueError(
-                f"need 0 <= min_extra <= max_extra <= 8, got min_extra={min_extra}, max_extra={max_extra}"
-            )
+        check_ordered("groups", groups, "max_groups", max_groups, floor=2, cap=MAX_GROUPS)
+        check_ordered("min_extra", min_extra, "max_extra", max_extra, floor=0, cap=8)
         if max_result < 4 * max_groups:
             raise ValueError(
                 f"need max_result >= {4 * max_groups} for {max_groups} groups of at least 2 x 2, got {max_result}"

@@ -29,7 +29,7 @@ from functools import cache
 
 import numpy as np
 
-from dllm_viz.tasks.base import Problem, Split, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
 
 FIRST_NAMES: tuple[str, ...] = (
     "Mia", "Tom", "Ava", "Leo", "Zoe", "Sam", "Emma", "Ben", "Lily", "Max", "Nora", "Omar", "Ivy",
@@ -137,11 +137,7 @@ class WaitingLineTask:
             ValueError: naming a knob out of range, or when the knobs leave too few problems.
         """
         check_split(split)
-        if not 2 <= min_length <= max_length <= LENGTH_CAP:
-            raise ValueError(
-                f"need 2 <= min_length <= max_length <= {LENGTH_CAP}, got min_length={min_length}, "
-                f"max_length={max_length}"
-            )
+        check_ordered("min_length", min_length, "max_length", max_length, floor=2, cap=LENGTH_CAP)
         rng = random.Random(f"{self.name}:{seed}:{split}")
         return draw_distinct(n, split, lambda: self._one(rng, rng.randint(min_length, max_length)),
                              f"lines of {min_length}-{max_length} names")  # fmt: skip
