@@ -9,6 +9,7 @@ from pathlib import Path
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
+    add_results_options,
     add_scoring_options,
     check_options_apply,
     check_scoring,
@@ -53,12 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plot", type=Path, default=None,
                         help="write the NFE-vs-accuracy chart of every configuration (sweep frontier "
                              "included) to this .html file")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write one CSV row per (configuration, problem), each as soon as it is measured "
-                             "(never replaces an existing file)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted --out file: skip the rows it already holds (same settings "
-                             "required)")
+    add_results_options(parser, record="one CSV row per (configuration, problem)", unit="rows")
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)

@@ -12,6 +12,7 @@ from pathlib import Path
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
+    add_results_options,
     add_scoring_options,
     check_scoring,
     decode_config,
@@ -41,12 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip", type=int, default=0,
                         help="leave out the first K problems (with --n: problems K+1..K+N, e.g. a validation "
                              "slice after a calibration one; default 0)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write one JSON line per problem here, each as soon as it is scored (never replaces "
-                             "an existing file)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted --out file: skip the problems it already holds (same "
-                             "settings required)")
+    add_results_options(parser, record="one JSON line per problem", unit="problems")
     parser.add_argument("--quiet", action="store_true", help="no per-problem progress on stderr")
     add_scoring_options(parser)
     add_model_options(parser)

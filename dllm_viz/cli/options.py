@@ -12,6 +12,7 @@ import sys
 import textwrap
 from dataclasses import fields
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from dllm_viz.cache_modes import CACHE_MODES
@@ -31,6 +32,20 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="weights dtype (default: bf16 on CUDA, fp16 on MPS, fp32 on CPU)")
     group.add_argument("--trust-remote-code", action="store_true",
                        help="allow model families dllm_viz does not support natively, through their own code")
+
+
+def add_results_options(parser: argparse.ArgumentParser, *, record: str, unit: str) -> None:
+    """`--out` / `--resume` of the commands that write results as they finish (eval, bench).
+
+    Args:
+        record: what one written record is, e.g. "one JSON line per problem".
+        unit: what --resume skips, e.g. "problems".
+    """
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"write {record} here, each as soon as it is finished (never replaces an existing file)")
+    parser.add_argument("--resume", action="store_true",
+                        help=f"continue an interrupted --out file: skip the {unit} it already holds (same settings "
+                             "required)")
 
 
 def add_scoring_options(parser: argparse.ArgumentParser) -> None:
