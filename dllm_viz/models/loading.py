@@ -1,7 +1,7 @@
 """`load(name_or_path)`: pick the family from config.json and build a ModelAdapter.
 
-Families (docs/DESIGN.md §3): our bundled `tiny` model and LLaDA on LlamaForCausalLM, Dream on
-Qwen2ForCausalLM, all bidirectional; anything else only with `trust_remote_code=True`.
+Families (docs/DESIGN.md §3) are the rows of families.FAMILIES, each run bidirectionally on its
+maintained transformers class; anything else only with `trust_remote_code=True`.
 Special ids come from config.json or the tokenizer, never from literals in the engine. Every
 transformers call is told `trust_remote_code` explicitly and can never ask about it on stdin.
 """
@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from dllm_viz.models import block_diffusion, dream, llada
+from dllm_viz.models import block_diffusion, families
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
 from dllm_viz.models.bidirectional import make_bidirectional
+from dllm_viz.models.families import Family, SpecialTokens
 from dllm_viz.models.weights import load_renamed
 
 log = logging.getLogger(__name__)
@@ -81,28 +82,16 @@ def load(
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     tokenizer = _load_tokenizer(directory, name_or_path, trust_remote_code)
-    section = raw.get("dllm_viz") or {}
-    if section.get("family") == "tiny":
-        return _tiny(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
-    if llada.is_llada_config(raw):
-        model = load_renamed(_llama_cls(), llada.llama_config(raw), directory, llada.rename_key,
-                             device=dev, dtype=torch_dtype)
-        info = _info("llada", name_or_path, raw, tokenizer, model, llada.MASK_TOKEN, llada.EOT_TOKEN)
-        return ModelAdapter(make_bidirectional(model), tokenizer, info)
-    if dream.is_dream_config(raw):
-        from transformers import Qwen2ForCausalLM
-
-        model = load_renamed(Qwen2ForCausalLM, dream.qwen2_config(raw), directory, dream.rename_key,
-                             device=dev, dtype=torch_dtype)
-        info = _info("dream", name_or_path, raw, tokenizer, model, dream.MASK_TOKEN, dream.EOT_TOKEN,
-                     shift_logits=True)
-        return ModelAdapter(make_bidirectional(model), tokenizer, info)
+    family = families.detect(raw, directory)
+    if family is not None:
+        return _native(family, name_or_path, directory, raw, tokenizer, dev, torch_dtype)
     if trust_remote_code:
         return _remote(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
     raise ModelLoadError(
         f"{name_or_path!r} has model_type {raw.get('model_type')!r} and architectures "
-        f"{raw.get('architectures')!r}, which dllm_viz does not support natively (llada, dream, "
-        "tiny); pass trust_remote_code=True (CLI: --trust-remote-code) to run its own code"
+        f"{raw.get('architectures')!r}, which dllm_viz does not support natively "
+        f"({', '.join(f.name for f in families.FAMILIES)}); pass trust_remote_code=True "
+        "(CLI: --trust-remote-code) to run its own code"
     )
 
 
@@ -120,17 +109,6 @@ def _refuse_block_diffusion(name_or_path: str, raw: dict[str, Any]) -> None:
             f"{spec.block_length}); dllm_viz cannot decode block-diffusion models yet (issue #22), "
             "use a LLaDA, Dream or tiny checkpoint"
         )
-
-
-def _llama_cls() -> type:
-    from transformers import LlamaForCausalLM
-
-    return LlamaForCausalLM
-
-
-def _same_key(key: str) -> str:
-    """The tiny model is saved by save_pretrained: its keys are LlamaForCausalLM's own."""
-    return key
 
 
 def _local_directory(name_or_path: str) -> Path:
@@ -223,21 +201,20 @@ def _token_id(tokenizer: Any, token: str) -> int | None:
 def _info(
     family: str,
     name_or_path: str,
-    raw: dict[str, Any],
     tokenizer: Any,
     model: Any,
-    mask_token: str | None,
-    eot_token: str | None,
+    tokens: SpecialTokens,
     *,
     shift_logits: bool = False,
     delimiters: tuple[str, ...] = ("\n",),
 ) -> AdapterInfo:
-    mask_id = raw.get("mask_token_id")
-    if mask_id is None and mask_token is not None:
-        mask_id = _token_id(tokenizer, mask_token)
+    """The adapter's facts; ids the checkpoint states win over the tokenizer's, and all are range-checked."""
+    mask_id = tokens.stated_ids.get("mask_token_id")
+    if mask_id is None and tokens.mask_token is not None:
+        mask_id = _token_id(tokenizer, tokens.mask_token)
     if mask_id is None:
         mask_id = getattr(tokenizer, "mask_token_id", None)
-    eos_id = raw.get("eos_token_id", getattr(tokenizer, "eos_token_id", None))
+    eos_id = tokens.stated_ids.get("eos_token_id", getattr(tokenizer, "eos_token_id", None))
     if isinstance(eos_id, list):
         eos_id = eos_id[0]
     if mask_id is None or eos_id is None:
@@ -245,7 +222,7 @@ def _info(
             f"{name_or_path!r}: cannot find the mask / EOS token ids (mask={mask_id}, eos={eos_id}); "
             "add mask_token_id and eos_token_id to config.json"
         )
-    eot_id = _token_id(tokenizer, eot_token) if eot_token else None
+    eot_id = _token_id(tokenizer, tokens.eot_token) if tokens.eot_token else None
     vocab_size = int(model.config.vocab_size)
     for role, token_id in (("mask", mask_id), ("eos", eos_id), ("eot", eot_id)):
         if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)
@@ -269,7 +246,8 @@ def _info(
     )
 
 
-def _tiny(
+def _native(
+    family: Family,
     name_or_path: str,
     directory: Path,
     raw: dict[str, Any],
@@ -277,20 +255,19 @@ def _tiny(
     device: torch.device,
     dtype: torch.dtype,
 ) -> ModelAdapter:
-    from transformers import LlamaConfig
+    """A table family on its maintained class, run bidirectionally.
 
-    section = raw["dllm_viz"]
-    # Built on the meta device and filled with the saved tensors (the LLaDA path's loader):
-    # the same weights as from_pretrained in 0.03-0.05 s instead of 0.14-0.25 s, which matters
-    # because importing LlamaForCausalLM alone already takes ~4.5 s of the < 5 s load budget.
-    model = load_renamed(_llama_cls(), LlamaConfig.from_dict(raw), directory, _same_key,
-                         device=device, dtype=dtype)
-    merged = {**raw, "mask_token_id": section.get("mask_token_id"),
-              "eos_token_id": section.get("eos_token_id", raw.get("eos_token_id"))}
-    info = _info("tiny", name_or_path, merged, tokenizer, model, "[MASK]", None,
-                 delimiters=tuple(section.get("delimiters", ["\n"])))
-    return ModelAdapter(make_bidirectional(model), tokenizer, info,
-                        prompt_template=section.get("prompt_template"))
+    Built on the meta device and filled with the saved tensors even for the tiny model: the same
+    weights as from_pretrained in 0.03-0.05 s instead of 0.14-0.25 s, which matters because
+    importing LlamaForCausalLM alone already takes ~4.5 s of its < 5 s load budget.
+    """
+    import transformers
+
+    model = load_renamed(getattr(transformers, family.transformers_class), family.config(raw), directory,
+                         family.rename, device=device, dtype=dtype)
+    info = _info(family.name, name_or_path, tokenizer, model, family.special_tokens(raw),
+                 shift_logits=family.shift_logits, delimiters=family.delimiters(raw))
+    return ModelAdapter(make_bidirectional(model), tokenizer, info, prompt_template=family.prompt_template(raw))
 
 
 def _remote(
@@ -307,5 +284,6 @@ def _remote(
     with _quiet_transformers():
         model = AutoModel.from_pretrained(str(directory), trust_remote_code=True, dtype=dtype)
     model = model.to(device).eval()
-    info = _info("remote", name_or_path, raw, tokenizer, model, None, None)
+    tokens = SpecialTokens(families.stated_special_ids(raw), mask_token=None, eot_token=None)
+    info = _info("remote", name_or_path, tokenizer, model, tokens)
     return ModelAdapter(model, tokenizer, info, uses_remote_code=True)

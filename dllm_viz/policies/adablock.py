@@ -19,13 +19,8 @@ from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
 from dllm_viz.policies.knobs import check_knobs, knob
 
-# Family defaults of tau_D (docs/ALGORITHMS.md §5.3). LLaDA, trained from scratch, has a calmer
-# volatility band than AR-initialised Dream. The tiny model's value is calibrated on its
-# held-out arithmetic at gen length 256 with threshold 0.9 (BENCHMARKS.md, step-5250 model, n=12
-# per value): tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave mean NFE 48.8 / 48.8 / 47.4 / 41.6 / 39.0 and
-# 0 / 0 / 0 / 0 / 1 correct, against fixed blocks of 32 at NFE 41.8 and 1 correct. Low tau_D
-# ends windows at newlines the model is unsure of, which cost passes without saving errors.
-DELIMITER_THRESHOLDS: dict[str, float] = {"llada": 0.3, "dream": 0.5, "tiny": 0.9}
+# tau_D when the model's family states none (remote code): LLaDA's value, the paper's main model.
+# The per-family defaults are the model-family table's (dllm_viz/models/families.py).
 FALLBACK_DELIMITER_THRESHOLD = 0.3
 
 PLATEAU, BAND, FLOOR = 0.0, 1.0, 2.0
@@ -55,7 +50,12 @@ class AdaBlock(BlockSizer):
         """Fill the family's tau_D and the model's delimiters where left unset."""
         tau = self.delimiter_threshold
         if tau is None:
-            tau = DELIMITER_THRESHOLDS.get(family, FALLBACK_DELIMITER_THRESHOLD)
+            # Imported here, not at module level: the family table imports the model adapters
+            # (torch), and policies stay torch-free until a decode, which has a model loaded.
+            from dllm_viz.models.families import by_name
+
+            row = by_name(family)
+            tau = FALLBACK_DELIMITER_THRESHOLD if row is None else row.adablock_tau_d
         return replace(self, delimiter_threshold=tau, delimiters=self.delimiters or delimiters)
 
     def validate(self, gen_length: int) -> None:
@@ -81,6 +81,16 @@ class AdaBlock(BlockSizer):
     def observe(self, view: StepView) -> dict[str, np.ndarray]:
         """Volatility-band classification of every position at this step (docs/ALGORITHMS.md §5.1)."""
         return {VOLATILITY_REGION: volatility_region(view, self.floor_confidence)}
+
+
+def __getattr__(name: str) -> dict[str, float]:
+    """`DELIMITER_THRESHOLDS`: the family table's tau_D by family name, built on first use (the
+    table imports torch; see `AdaBlock.resolve`)."""
+    if name == "DELIMITER_THRESHOLDS":
+        from dllm_viz.models.families import FAMILIES
+
+        return {family.name: family.adablock_tau_d for family in FAMILIES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def volatility_region(view: StepView, floor_confidence: float) -> np.ndarray:

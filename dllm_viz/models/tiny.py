@@ -1,0 +1,56 @@
+"""The bundled tiny model (docs/DESIGN.md §4) as a family: a LlamaForCausalLM saved by save_pretrained.
+
+Its config.json is a plain Llama config plus a `dllm_viz` section that states what a published
+checkpoint would get from its tokenizer or its paper: the mask and EOS ids, the delimiters and the
+prompt template.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only load() needs them
+    from transformers import LlamaConfig
+
+MASK_TOKEN = "[MASK]"
+# AdaBlock's tau_D, calibrated on the held-out arithmetic at gen length 256 with threshold 0.9
+# (BENCHMARKS.md, step-5250 model, n=12 per value): tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave mean
+# NFE 48.8 / 48.8 / 47.4 / 41.6 / 39.0 and 0 / 0 / 0 / 0 / 1 correct, against fixed blocks of 32 at
+# NFE 41.8 and 1 correct. Low tau_D ends windows at newlines the model is unsure of, which cost
+# passes without saving errors.
+ADABLOCK_TAU_D = 0.9
+
+
+def is_tiny_config(raw: dict[str, Any], directory: Path) -> bool:
+    """True for a config.json written by our exporter (train/export.py): its section says so."""
+    return (raw.get("dllm_viz") or {}).get("family") == "tiny"
+
+
+def llama_config(raw: dict[str, Any]) -> LlamaConfig:
+    """The saved LlamaConfig itself (the `dllm_viz` section rides along unused)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig.from_dict(raw)
+
+
+def rename_key(key: str) -> str:
+    """Saved by save_pretrained: its keys are LlamaForCausalLM's own."""
+    return key
+
+
+def stated_ids(raw: dict[str, Any]) -> dict[str, Any]:
+    """The section's ids (both keys always stated); EOS falls back to the Llama config's."""
+    section = raw["dllm_viz"]
+    return {"mask_token_id": section.get("mask_token_id"),
+            "eos_token_id": section.get("eos_token_id", raw.get("eos_token_id"))}
+
+
+def delimiters(raw: dict[str, Any]) -> tuple[str, ...]:
+    """The delimiters the model was trained with, newline by default."""
+    return tuple(raw["dllm_viz"].get("delimiters", ["\n"]))
+
+
+def prompt_template(raw: dict[str, Any]) -> str | None:
+    """The plain-text template the model was trained on (it has no chat template)."""
+    return raw["dllm_viz"].get("prompt_template")
