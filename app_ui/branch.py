@@ -9,40 +9,45 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_ui.common import diff_html, model_turn
+from app_ui.common import app_roots, diff_html, model_turn
 from dllm_viz import figures
 from dllm_viz.branching import Branches, Fork, fork_decode
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
+from dllm_viz.roots import redact
 from dllm_viz.trace import Trace
 
 RULES = ("threshold", "fixed_steps", "cora", "factor")
 
 
-def branch_panel(adapter: ModelAdapter, trace: Trace, version: int) -> None:
-    """Fork controls and, once forked, both branches on one step axis with their outputs diffed."""
+def branch_panel(adapter: ModelAdapter, trace: Trace, version: int, prefix: str = "") -> None:
+    """Fork controls and, once forked, both branches on one step axis with their outputs diffed.
+
+    `prefix` keeps each page's widgets and held fork apart (Decode and Traces both show the
+    panel, and their trace versions count independently, so one page must not show the other's fork).
+    """
     with st.expander("Fork this decode (counterfactual branch)"):
         st.caption("Keep the first k forward passes of this decode, then continue under another rule or "
                    "threshold, or with a token forced at a position, and see where the two branches part.")
         a, b, c = st.columns(3)
         at = int(a.number_input("Fork after step k", 0, max(trace.num_steps - 1, 0), min(2, trace.num_steps - 1),
-                                key="fork_step"))
-        rule = str(b.selectbox("Continue with", RULES, key="fork_rule"))
-        threshold = float(c.slider("threshold", 0.05, 1.0, 0.5, 0.05, key="fork_threshold",
+                                key=f"{prefix}fork_step"))
+        rule = str(b.selectbox("Continue with", RULES, key=f"{prefix}fork_rule"))
+        threshold = float(c.slider("threshold", 0.05, 1.0, 0.5, 0.05, key=f"{prefix}fork_threshold",
                                    disabled=rule != "threshold"))
         d, e = st.columns(2)
         position = d.number_input("Force a position (optional)", 0, trace.gen_length - 1, value=None,
-                                  key="fork_position", placeholder="none")
-        text = e.text_input("…to this token (text)", key="fork_token", disabled=position is None)
-        if st.button("Fork", key="fork_run", type="primary"):
-            run_fork(adapter, trace, version, at, rule, threshold, position, text)
-        held = st.session_state.get("fork_result")
-        if held is not None and held[0] == version:
-            show_branches(held[1])
+                                  key=f"{prefix}fork_position", placeholder="none")
+        text = e.text_input("…to this token (text)", key=f"{prefix}fork_token", disabled=position is None)
+        if st.button("Fork", key=f"{prefix}fork_run", type="primary"):
+            run_fork(adapter, trace, version, at, rule, threshold, position, text, prefix)
+        held = st.session_state.get(f"{prefix}fork_result")
+        if held is not None and held[0] == version and held[1].original is trace:
+            show_branches(held[1], prefix)
 
 
 def run_fork(adapter: ModelAdapter, trace: Trace, version: int, at: int, rule: str, threshold: float,
-             position: int | None, text: str) -> None:
+             position: int | None, text: str, prefix: str = "") -> None:
     """Run the fork under the model lock and keep it for this trace version (or show why not)."""
     block = int((trace.meta.pipeline.get("block") or {}).get("block_length") or 32)
     options = {"threshold": threshold} if rule == "threshold" else {}
@@ -60,10 +65,10 @@ def run_fork(adapter: ModelAdapter, trace: Trace, version: int, at: int, rule: s
     except ValueError as exc:
         st.error(f"Cannot fork: {exc}")
         return
-    st.session_state["fork_result"] = (version, branches)
+    st.session_state[f"{prefix}fork_result"] = (version, branches)
 
 
-def show_branches(branches: Branches) -> None:
+def show_branches(branches: Branches, prefix: str = "") -> None:
     """NFE of both branches, the divergence over the shared steps and both outputs diffed."""
     first = branches.first_divergence()
     a, b, c = st.columns(3)
@@ -74,9 +79,28 @@ def show_branches(branches: Branches) -> None:
     labels = (branches.original.meta.label, branches.fork.meta.label)
     st.plotly_chart(figures.branch_divergence_line(branches.divergence(), fork_step=branches.at,
                                                    nfe=(branches.original.nfe, branches.fork_nfe), labels=labels),
-                    key="fork_chart", theme=None)
+                    key=f"{prefix}fork_chart", theme=None)
     left, right = st.columns(2)
     left.markdown(f"**Recorded** · {labels[0]}")
     left.code(figures.output_text(branches.original) or " ", language=None, wrap_lines=True)
     right.markdown(f"**Fork** · {labels[1]} (words that differ highlighted)")
     right.html(diff_html(figures.output_text(branches.original), branches.fork.meta.answer_text))
+
+
+def saved_trace_branch_panel(adapter: ModelAdapter | None, trace: Trace, version: int) -> None:
+    """The fork panel for a trace opened from disk, offered only when the app's model recorded it.
+
+    A fork re-runs the model from the recorded canvas, so continuing with another model would
+    mix two models' tokens in one decode; say which model to load instead.
+    """
+    recorded = trace.meta.model.name_or_path if trace.meta.model is not None else None
+    if recorded is None:
+        st.info("This trace does not record which model decoded it, so it cannot be forked.")
+    elif adapter is None or adapter.info.name_or_path != recorded:
+        current = "none" if adapter is None else redact(adapter.info.name_or_path, app_roots())
+        st.info(f"To fork this trace, load its model {redact(recorded, app_roots())!r} in the sidebar "
+                f"(the app has {current!r} loaded).")
+    elif not trace.is_complete:
+        st.info("This decode was stopped before the end; only a finished decode can be forked.")
+    else:
+        branch_panel(adapter, trace, version, prefix="lib_")

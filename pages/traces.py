@@ -14,7 +14,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from app_ui.common import require_app_frame, set_trace, share_query, trace_dir
+from app_ui.branch import saved_trace_branch_panel
+from app_ui.common import current_model, require_app_frame, set_trace, share_query, trace_dir
 from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
 from app_ui.views import trace_view
 from dllm_viz import figures
@@ -126,3 +127,4 @@ if cols[4].button("Open on Decode", key="traces_to_decode", on_click=open_on_dec
 st.page_link("pages/decode.py", label="Decode page with these settings", query_params=query, icon=":material/link:")
 st.code(f"{(st.context.url or '').rsplit('/', 1)[0]}/?{urlencode(query)}", language=None)
 trace_view(trace, st.session_state.get("traces_loaded_version", 0), prefix="lib_")
+saved_trace_branch_panel(current_model(), trace, st.session_state.get("traces_loaded_version", 0))

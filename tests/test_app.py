@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui.common import share_query
 from app_ui.export import npz_bytes
+from dllm_viz.figures import output_text as figures_output_text
 from dllm_viz.policies import RULES
 from dllm_viz.trace import load_trace
 
@@ -314,6 +315,49 @@ def test_save_list_open_and_delete_a_trace(dirs: dict[str, Path]) -> None:
     assert any(f"gen={decoded.gen_length}" in c.value for c in at.code)
     click(at, "traces_delete")
     assert not saved.exists() and at.selectbox(key="file").value == "(none)"
+
+
+def save_decode(at: AppTest, name: str) -> None:
+    """Save the session's decode as `name`.npz from the Traces page."""
+    at.switch_page("pages/traces.py").run()
+    at.text_input(key="traces_name").set_value(name).run()
+    click(at, "traces_save")
+
+
+def test_fork_a_saved_trace_on_traces(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query={**FAST, "rule": "fixed_steps"}), "run")
+    save_decode(at, "mine")
+    at = open_app("traces", {"file": "mine.npz"})  # a fresh session: the trace comes from disk
+    trace = at.session_state["traces_loaded"]
+    at.number_input(key="lib_fork_step").set_value(3).run()
+    at.slider(key="lib_fork_threshold").set_value(0.05).run()
+    click(at, "lib_fork_run")
+    assert not errors(at), errors(at)
+    _, branches = at.session_state["lib_fork_result"]
+    assert branches.original is trace and branches.at == 3 and branches.fork.meta.fork_of["step"] == 3
+    first = branches.first_divergence()
+    shown = metrics(at)
+    assert shown["NFE, recorded"] == str(trace.nfe) and shown["NFE, fork"] == str(branches.fork_nfe)
+    assert shown["Branches part after step"] == ("never" if first is None else str(first))
+    assert "threshold" in branches.fork.meta.label  # continued under the other rule
+    assert "0.05" in json.dumps(dict(branches.fork.meta.pipeline), default=str)
+    assert any(c["layout"]["title"]["text"] == "Where the branches part" for c in charts(at))
+    assert figures_output_text(trace).strip() and figures_output_text(trace) in [c.value for c in at.code]
+    fork_html = " ".join(h.proto.body for h in at.get("html"))
+    assert all(word in fork_html for word in branches.fork.meta.answer_text.split()[:3])
+    assert "fork_result" not in at.session_state  # Decode's held fork stays apart
+
+
+def test_a_trace_of_another_model_says_which_model_to_load(dirs: dict[str, Path]) -> None:
+    import dataclasses
+
+    trace = click(open_app(query=FAST), "run").session_state["trace"]
+    other = dataclasses.replace(trace.meta.model, name_or_path="someone/other-model")
+    dirs["traces"].mkdir(parents=True, exist_ok=True)
+    dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, model=other)).save(dirs["traces"] / "other.npz")
+    at = open_app("traces", {"file": "other.npz"})
+    assert any("load its model 'someone/other-model'" in i.value for i in at.info), [i.value for i in at.info]
+    assert not [w for w in at.main if getattr(w, "key", None) == "lib_fork_run"]
 
 
 def test_a_corrupt_trace_file_shows_an_error(dirs: dict[str, Path]) -> None:

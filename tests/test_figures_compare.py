@@ -8,6 +8,7 @@ import pytest
 from trace_factory import make_trace
 
 from dllm_viz.figures import (
+    compare,
     confidence_heatmap,
     figure_html,
     nfe_accuracy_scatter,
@@ -43,6 +44,52 @@ def test_nfe_accuracy_scatter_accepts_records_and_dataframes() -> None:
     with pytest.raises(ValueError, match="accuracy"):
         nfe_accuracy_scatter(frame.drop(columns="accuracy"))
     assert fig.layout.xaxis.title.text.startswith("NFE") and fig.layout.yaxis.title.text == "accuracy"
+
+
+def _label_boxes(fig) -> list[tuple[float, float, float, float]]:
+    """Each visible label's box in plot-normalised units, estimated from its text and font size.
+
+    Independent of the placement code: a glyph is taken as 0.6 font sizes wide and a line as
+    1.2 font sizes tall, over the nominal plot area the figure module declares.
+    """
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    width, height = compare.PLOT_PX
+    boxes = []
+    for note in fig.layout.annotations:
+        assert note.xanchor == "center" and note.yanchor == "middle"
+        cx = (note.x - x0) / (x1 - x0) + (note.xshift or 0) / width
+        cy = (note.y - y0) / (y1 - y0) + (note.yshift or 0) / height
+        w, h = len(note.text) * 0.6 * note.font.size / width, 1.2 * note.font.size / height
+        boxes.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
+    return boxes
+
+
+def test_scatter_labels_of_a_dense_cluster_never_overlap() -> None:
+    labels = [f"threshold tau={0.50 + 0.05 * i:.2f}" for i in range(10)]
+    records = [(label, 10 + 0.3 * i, 0.60 + 0.01 * ((i * 7) % 10)) for i, label in enumerate(labels)]
+    fig = nfe_accuracy_scatter(records)
+    boxes = _label_boxes(fig)
+    assert 0 < len(boxes) < 10  # some labels fit, the rest are left to the hover
+    for i, a in enumerate(boxes):
+        assert a[0] >= 0 and a[2] <= 1 and a[1] >= 0 and a[3] <= 1, fig.layout.annotations[i].text
+        for j in range(i):
+            b = boxes[j]
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (
+                fig.layout.annotations[i].text, fig.layout.annotations[j].text)
+    shown = {note.text for note in fig.layout.annotations}
+    front = pareto_front([r[1:] for r in records])
+    assert labels[front[0]] in shown  # the front is labelled first: its cheapest run always fits
+    assert "crowded labels on hover" in fig.layout.title.text
+    run = fig.data[0]
+    assert "%{text}" in run.hovertemplate and list(run.text) == labels and run.mode == "markers"
+
+
+def test_scatter_labels_all_fit_when_points_are_apart() -> None:
+    records = [("a", 5, 0.2), ("b", 40, 0.5), ("c", 80, 0.9)]
+    fig = nfe_accuracy_scatter(records)
+    assert sorted(n.text for n in fig.layout.annotations) == ["a", "b", "c"]
+    assert "hover" not in fig.layout.title.text
+    assert not nfe_accuracy_scatter(records, show_labels=False).layout.annotations
 
 
 def test_resample_progress_known_answer() -> None:
@@ -105,11 +152,11 @@ def test_replay_of_a_zero_step_trace_is_one_frame() -> None:
     assert "addFrames" in page and page.lower().startswith("<!doctype html>")
 
 
-def test_scatter_keeps_accuracy_on_a_fraction_axis_and_alternates_close_labels() -> None:
+def test_scatter_keeps_accuracy_on_a_fraction_axis() -> None:
     """Labels of neighbouring points overprinted and the axis autoranged to 1.6 around the text."""
     from dllm_viz.figures import nfe_accuracy_scatter
 
     fig = nfe_accuracy_scatter([("dense", 64.0, 0.8), ("threshold", 2.8, 0.8), ("cora", 6.2, 0.8)])
     assert tuple(fig.layout.yaxis.range) == (-0.08, 1.12)
-    # by NFE: threshold (top), cora (bottom), dense (top)
-    assert list(fig.data[0].textposition) == ["top center", "top center", "bottom center"]
+    assert sorted(n.text for n in fig.layout.annotations) == ["cora", "dense", "threshold"]
+    assert _label_boxes(fig) and all(b[1] >= 0 and b[3] <= 1 for b in _label_boxes(fig))  # inside the axis

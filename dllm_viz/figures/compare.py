@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, trace_label
+from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, titled, trace_label
 from dllm_viz.figures.summary import SERIES_NAMES, step_series
 from dllm_viz.trace import Trace
 
@@ -166,14 +166,87 @@ def sweep_records(records: Any) -> tuple[list[str], np.ndarray]:
     return [str(r[0]) for r in rows], np.array([[r[1], r[2]] for r in rows], dtype=np.float64).reshape(-1, 2)
 
 
+# Label placement works in plot-normalised coordinates ([0, 1] on each axis) of a nominal plot
+# area. The figure's height is fixed, so only the width can differ in the app; a wider chart
+# spreads the points further apart while the label boxes keep their pixel size, so labels that
+# clear each other at the nominal width clear each other at any larger width.
+SCATTER_HEIGHT = 420
+PLOT_PX = (560.0, 280.0)  # nominal plot area (width, height) inside SCATTER_HEIGHT's margins
+LABEL_FONT = 11
+CHAR_WIDTH = 0.62  # average glyph width / font size (Arial-like fonts average ~0.55)
+LINE_HEIGHT = 1.3  # box height / font size
+MARKER_PX = 9
+_GAP_PX = 3.0
+# Candidate label spots, as (dx, dy) in units of (box width / 2 + gap, box height / 2 + gap) from
+# the point: above, below, right, left, then the four diagonals.
+_SPOTS = ((0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (-1, 1), (1, -1), (-1, -1))
+
+
+def label_box_size(text: str, font_size: float = LABEL_FONT) -> tuple[float, float]:
+    """Estimated (width, height) of a one-line label in plot-normalised units, from its length."""
+    return (len(text) * CHAR_WIDTH * font_size / PLOT_PX[0], LINE_HEIGHT * font_size / PLOT_PX[1])
+
+
+def _overlaps(box: tuple[float, float, float, float], others: list[tuple[float, float, float, float]]) -> bool:
+    x0, y0, x1, y1 = box
+    return any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in others)
+
+
+def place_labels(points: np.ndarray, sizes: Sequence[tuple[float, float]],
+                 priority: Sequence[int]) -> list[tuple[float, float] | None]:
+    """Greedy label placement: each label's centre offset from its point, or None when it cannot fit.
+
+    Points are taken in `priority` order; each label goes to the first candidate spot (above,
+    below, right, left, diagonals) whose box stays inside the plot and clears every marker and
+    every label placed so far. A label with no free spot is dropped (the caller keeps it in the
+    hover), so crowded sweeps show fewer labels instead of a pile of overprinted ones.
+
+    Args:
+        points: [N, 2] point positions in plot-normalised coordinates.
+        sizes: (width, height) of each label in the same units (label_box_size).
+        priority: point indices, most important first; points not listed get no label.
+
+    Returns:
+        Per point, the (dx, dy) of its label's centre from the point, or None.
+    """
+    mx, my = MARKER_PX / PLOT_PX[0] / 2, MARKER_PX / PLOT_PX[1] / 2
+    gx, gy = _GAP_PX / PLOT_PX[0], _GAP_PX / PLOT_PX[1]
+    taken = [(x - mx, y - my, x + mx, y + my) for x, y in points]
+    out: list[tuple[float, float] | None] = [None] * len(points)
+    for i in priority:
+        (x, y), (w, h) = points[i], sizes[i]
+        for sx, sy in _SPOTS:
+            dx, dy = sx * (w / 2 + mx + gx), sy * (h / 2 + my + gy)
+            box = (x + dx - w / 2, y + dy - h / 2, x + dx + w / 2, y + dy + h / 2)
+            if box[0] >= 0 and box[1] >= 0 and box[2] <= 1 and box[3] <= 1 and not _overlaps(box, taken):
+                taken.append(box)
+                out[i] = (dx, dy)
+                break
+    return out
+
+
+def _x_range(nfe: np.ndarray) -> list[float]:
+    """NFE axis range with room either side for the labels of the extreme points."""
+    finite = nfe[np.isfinite(nfe)]
+    if finite.size == 0:
+        return [0.0, 1.0]
+    lo, hi = float(finite.min()), float(finite.max())
+    pad = max((hi - lo) * 0.15, 1.0)
+    return [lo - pad, hi + pad]
+
+
 def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | None = None,
                          show_labels: bool = True) -> go.Figure:
     """Sweep results as NFE against accuracy, with the Pareto front drawn as a staircase.
 
+    Labels are annotations placed by `place_labels` so they never overprint: Pareto-front
+    points first (the runs a reader compares), then the rest by NFE; a label that finds no free
+    spot is left to the hover, which always names every point in full.
+
     Args:
         records: (label, nfe, accuracy) tuples, or a pandas DataFrame with those columns.
         title: figure title.
-        show_labels: write each point's label next to it.
+        show_labels: write the labels that fit next to their points.
 
     Returns:
         Two traces: all points (markers) and the Pareto front (one line through its points).
@@ -183,13 +256,10 @@ def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | N
     """
     labels, arr = sweep_records(records)
     front = pareto_front(arr)
-    # Neighbours in NFE take turns above and below their point, so close labels do not overprint.
-    order = np.argsort(arr[:, 0], kind="stable")
-    positions = np.empty(len(labels), dtype=object)
-    positions[order] = ["top center" if i % 2 == 0 else "bottom center" for i in range(len(labels))]
+    x_range, y_range = _x_range(arr[:, 0]), [-0.08, 1.12]
     fig = go.Figure(go.Scatter(
-        x=arr[:, 0], y=arr[:, 1], text=labels, mode="markers+text" if show_labels else "markers",
-        textposition=positions.tolist(), name="run", marker={"color": OKABE_ITO[0], "size": 9},
+        x=arr[:, 0], y=arr[:, 1], text=labels, mode="markers", name="run",
+        marker={"color": OKABE_ITO[0], "size": MARKER_PX},
         hovertemplate="%{text}<br>NFE %{x:.1f}<br>accuracy %{y:.3f}<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
@@ -198,7 +268,24 @@ def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | N
         marker={"symbol": "circle-open", "size": 14, "color": OKABE_ITO[3]},
         hovertemplate="Pareto: %{text}<br>NFE %{x:.1f}<br>accuracy %{y:.3f}<extra></extra>",
     ))
-    # Accuracy is a fraction: a fixed axis (room for the labels above 1.0) instead of one that
-    # autoranges to 1.6 around the text.
-    fig.update_layout(xaxis=axis("NFE (fewer is better)"), yaxis=axis("accuracy", range=[-0.08, 1.12]))
-    return finish_layout(fig, title=title or f"NFE vs accuracy: {front.size} of {len(labels)} on the front")
+    hidden = 0
+    if show_labels and labels:
+        finite = np.flatnonzero(np.isfinite(arr).all(axis=1))
+        normed = np.column_stack([(arr[:, 0] - x_range[0]) / (x_range[1] - x_range[0]),
+                                  (arr[:, 1] - y_range[0]) / (y_range[1] - y_range[0])])
+        on_front = {int(i) for i in front}
+        rest = [int(i) for i in finite[np.argsort(arr[finite, 0], kind="stable")] if int(i) not in on_front]
+        offsets = place_labels(normed, [label_box_size(t) for t in labels], [int(i) for i in front] + rest)
+        hidden = sum(offsets[i] is None for i in finite)
+        for i, offset in enumerate(offsets):
+            if offset is None:
+                continue
+            fig.add_annotation(x=arr[i, 0], y=arr[i, 1], text=labels[i], showarrow=False,
+                               xshift=offset[0] * PLOT_PX[0], yshift=offset[1] * PLOT_PX[1],
+                               xanchor="center", yanchor="middle", font={"size": LABEL_FONT})
+    # Accuracy is a fraction: a fixed axis instead of one that autoranges around the labels.
+    fig.update_layout(xaxis=axis("NFE (fewer is better)", range=x_range), yaxis=axis("accuracy", range=y_range))
+    shown = f"{front.size} of {len(labels)} on the front"
+    default = (titled("NFE vs accuracy", shown, f"{hidden} crowded labels on hover") if hidden
+               else f"NFE vs accuracy: {shown}")
+    return finish_layout(fig, title=title or default, height=SCATTER_HEIGHT)
