@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 
 import streamlit as st
 
+from app_ui.widgets import GEN_LENGTHS
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.knobs import parse_knob
 
-GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # pages/widgets.GEN_LENGTHS (kept streamlit-free here)
 SEED_MAX = 2**31 - 1
 # Prefixes of the composition form (Decode: none, Compare: c1_..c4_) and of Tune's field widgets.
 _FORM_PREFIX = re.compile(r"(c[1-4]_)?")
