@@ -213,6 +213,7 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     totals = grouped[["nfe", "seconds", "forward_seconds", "policy_seconds"]].sum()
     tokens = (rows["tokens_per_second"] * rows["seconds"]).groupby(rows["config"], sort=False).sum()
     dense = totals.loc[BASELINE]
+    tpf = _tpf(rows, totals["nfe"])
     return pd.DataFrame({
         "accuracy": grouped["correct"].mean(),
         "mean_nfe": grouped["nfe"].mean(),
@@ -226,8 +227,8 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "same_as_uncached": pd.Series({label: _same_as_uncached(rows, str(label)) for label in totals.index}),
         "cut_off": (grouped["cut_off"].sum().astype(int) if "cut_off" in rows  # absent in CSVs of older runs
                     else pd.Series(0, index=totals.index)),
-        "tpf": _tpf(rows, totals["nfe"]),
-        "aup": _aup_from_dense(grouped["correct"].mean(), _tpf(rows, totals["nfe"])),
+        "tpf": tpf,
+        "aup": _aup_from_dense(grouped["correct"].mean(), tpf),
         "flip_share": _mean_of(rows, "candidate_flips", lambda c: c > 0),
         "redundant": _mean_of(rows, "redundant_refinement", lambda c: c),
         "n": grouped.size(),
@@ -256,10 +257,14 @@ def _aup_from_dense(accuracy: pd.Series, tpf: pd.Series) -> pd.Series:
     out = {}
     for label in accuracy.index:
         point = (float(tpf[label]), 100.0 * float(accuracy[label]))
-        curve = [dense] if label == BASELINE else [dense, point]
-        finite = all(np.isfinite(v) for p in curve for v in p)
-        out[label] = aup(curve, y_max).value if finite and y_max > 0 else float("nan")
+        out[label] = _aup_or_nan([dense] if label == BASELINE else [dense, point], y_max).value
     return pd.Series(out)
+
+
+def _aup_or_nan(points: list[tuple[float, float]], y_max: float) -> Aup:
+    """`aup` where it is defined; NaN for a run with no correct answer or a point without TPF."""
+    finite = all(np.isfinite(v) for point in points for v in point)
+    return aup(points, y_max) if finite and y_max > 0 else Aup(float("nan"), 0)
 
 
 def summarize_sweep(summary: pd.DataFrame, sweep: Sweep) -> tuple[pd.DataFrame, Aup, pd.Series]:
@@ -276,8 +281,7 @@ def summarize_sweep(summary: pd.DataFrame, sweep: Sweep) -> tuple[pd.DataFrame, 
                          index=list(sweep.labels))  # fmt: skip
     y_max = 100.0 * float(summary["accuracy"].max())
     points = [(float(r), 100.0 * float(y)) for r, y in zip(swept["tpf"], swept["accuracy"], strict=True)]
-    area = aup(points, y_max) if y_max > 0 and all(np.isfinite(p).all() for p in np.array(points)) else Aup(
-        float("nan"), 0)  # fmt: skip
+    area = _aup_or_nan(points, y_max)
     frontier = [(float(n), 100.0 * float(y)) for n, y in zip(swept["mean_nfe"], swept["accuracy"], strict=True)]
     others = [label for label in summary.index if label not in sweep.labels]
     positions = pd.Series({label: frontier_position(float(summary.loc[label, "mean_nfe"]),

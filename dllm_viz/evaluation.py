@@ -149,6 +149,7 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
     completion = trace.meta.answer_text
     with sandbox.unsafe_exec(unsafe_exec):
         correct = bool(get_task(problem.task).score(problem, completion))
+    headline = trace.summary()
     result = ProblemResult(
         problem_id=problem.problem_id,
         task=problem.task,
@@ -157,11 +158,11 @@ def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
         seconds=trace.wall_seconds,
         forward_seconds=float(trace.forward_seconds.sum()),
         policy_seconds=float(trace.policy_seconds.sum()),
-        tokens_per_second=trace.summary()["tokens_per_second"],
+        tokens_per_second=headline["tokens_per_second"],
         completion=completion,
         complete=trace.is_complete,
         cut_off=trace.cut_off,
-        tokens=int(trace.summary()["tokens"]),
+        tokens=int(headline["tokens"]),
     )
     return result, trace
 
