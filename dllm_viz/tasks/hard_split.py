@@ -35,6 +35,19 @@ def family_counts(n: int, rng: random.Random) -> dict[str, int]:
     return counts
 
 
+def draw_mix(n: int, rng: random.Random, lookup: Callable[[str], Task], *, seed: int, split: Split) -> list[Problem]:
+    """`n` problems of `split` split across the families by `family_counts(n, rng)`, family by family.
+
+    Shared by the `hard` task (which then shuffles them) and the training batches (which mix
+    them into a batch), so the mix is drawn one way.
+    """
+    problems: list[Problem] = []
+    for name, count in family_counts(n, rng).items():
+        if count:
+            problems += lookup(name).generate(count, seed=seed, split=split)
+    return problems
+
+
 class HardTask:
     """Every hard family, mixed by `HARD_FAMILIES`; scoring goes to each problem's own family."""
 
@@ -52,10 +65,7 @@ class HardTask:
         """
         check_split(split)
         rng = random.Random(f"hard:{seed}:{split}")
-        problems = []
-        for name, count in family_counts(n, rng).items():
-            if count:
-                problems += self._lookup(name).generate(count, seed=seed, split=split)
+        problems = draw_mix(n, rng, self._lookup, seed=seed, split=split)
         rng.shuffle(problems)
         return problems
 

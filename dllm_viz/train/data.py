@@ -19,7 +19,7 @@ import torch
 
 from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
-from dllm_viz.tasks.hard_split import family_counts
+from dllm_viz.tasks.hard_split import draw_mix
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -214,10 +214,7 @@ def _with_hard_rows(problems: list[Problem], config: DataConfig, rng: random.Ran
     arith = [p for p in problems if p.task == "arith"]
     share = config.hard_fraction / (1.0 - config.code_fraction)
     num_hard = min(len(arith), sum(rng.random() < share for _ in arith))
-    hard: list[Problem] = []
-    for name, count in family_counts(num_hard, rng).items():
-        if count:
-            hard += TASKS[name].generate(count, seed=seed, split="train")
+    hard = draw_mix(num_hard, rng, TASKS.__getitem__, seed=seed, split="train")
     return arith[num_hard:] + [p for p in problems if p.task != "arith"] + hard
 
 
