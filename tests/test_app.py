@@ -324,17 +324,23 @@ def save_decode(at: AppTest, name: str) -> None:
     click(at, "traces_save")
 
 
+def fork_at_step_3(at: AppTest, trace: Any, prefix: str) -> Any:
+    """Fork `trace` at step 3 under threshold 0.05 with the panel whose keys start with `prefix`."""
+    at.number_input(key=f"{prefix}fork_step").set_value(3).run()
+    at.slider(key=f"{prefix}fork_threshold").set_value(0.05).run()
+    click(at, f"{prefix}fork_run")
+    assert not errors(at), errors(at)
+    _, branches = at.session_state[f"{prefix}fork_result"]
+    assert branches.original is trace and branches.at == 3 and branches.fork.meta.fork_of["step"] == 3
+    return branches
+
+
 def test_fork_a_saved_trace_on_traces(dirs: dict[str, Path]) -> None:
     at = click(open_app(query={**FAST, "rule": "fixed_steps"}), "run")
     save_decode(at, "mine")
     at = open_app("traces", {"file": "mine.npz"})  # a fresh session: the trace comes from disk
     trace = at.session_state["traces_loaded"]
-    at.number_input(key="lib_fork_step").set_value(3).run()
-    at.slider(key="lib_fork_threshold").set_value(0.05).run()
-    click(at, "lib_fork_run")
-    assert not errors(at), errors(at)
-    _, branches = at.session_state["lib_fork_result"]
-    assert branches.original is trace and branches.at == 3 and branches.fork.meta.fork_of["step"] == 3
+    branches = fork_at_step_3(at, trace, "lib_")
     first = branches.first_divergence()
     shown = metrics(at)
     assert shown["NFE, recorded"] == str(trace.nfe) and shown["NFE, fork"] == str(branches.fork_nfe)
@@ -399,12 +405,7 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
 def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> None:
     at = click(open_app(query={**FAST, "rule": "fixed_steps"}), "run")
     trace = at.session_state["trace"]
-    at.number_input(key="fork_step").set_value(3).run()
-    at.slider(key="fork_threshold").set_value(0.05).run()
-    click(at, "fork_run")
-    assert not errors(at), errors(at)
-    _, branches = at.session_state["fork_result"]
-    assert branches.original is trace and branches.at == 3 and branches.fork.meta.fork_of["step"] == 3
+    branches = fork_at_step_3(at, trace, "")
     assert metrics(at)["NFE, fork"] == str(branches.fork_nfe)
     assert any(c["layout"]["title"]["text"] == "Where the branches part" for c in charts(at))
     at.number_input(key="fork_position").set_value(0).run()

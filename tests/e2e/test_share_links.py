@@ -86,23 +86,16 @@ def test_traces_share_link_and_open_on_decode(page: Any, fresh: Any, app_url: st
 def test_compare_and_tune_links_carry_a_typed_prompt(page: Any, fresh: Any, app_url: str) -> None:
     from playwright.sync_api import expect
 
-    open_page(page, f"{app_url}/compare?cmp_gen=32&c1_block_length=8&c2_block_length=8", "cmp_run")
-    type_prompt(page, "cmp_prompt_arith-1", TYPED)
-    press(page, "cmp_run")
-    dense = first_code(page)
-    assert "cmp_text=" in page.url
-    open_page(fresh, page.url, "cmp_run")
-    press(fresh, "cmp_run")
-    expect(fresh.get_by_test_id("stCode").first).to_have_text(dense)
-
-    open_page(page, f"{app_url}/tune?tune_gen=32&tune_block=8", "tune_record")
-    type_prompt(page, "tune_prompt_arith-1", TYPED)
-    press(page, "tune_record")
-    dense = first_code(page)
-    assert "tune_text=" in page.url
-    open_page(fresh, page.url, "tune_record")
-    press(fresh, "tune_record")
-    expect(fresh.get_by_test_id("stCode").first).to_have_text(dense)
+    for url, prefix, run in ((f"{app_url}/compare?cmp_gen=32&c1_block_length=8&c2_block_length=8", "cmp", "cmp_run"),
+                             (f"{app_url}/tune?tune_gen=32&tune_block=8", "tune", "tune_record")):
+        open_page(page, url, run)
+        type_prompt(page, f"{prefix}_prompt_arith-1", TYPED)
+        press(page, run)
+        dense = first_code(page)
+        assert f"{prefix}_text=" in page.url
+        open_page(fresh, page.url, run)
+        press(fresh, run)
+        expect(fresh.get_by_test_id("stCode").first).to_have_text(dense)
 
 
 def test_lengths_offered_fit_the_context_and_cut_off_answers_are_flagged(page: Any, app_url: str,
