@@ -88,6 +88,8 @@ QUESTIONS = (
 DEFAULT_MAX_OPERAND = 10
 DEFAULT_MAX_RESULT = 30
 DEFAULT_MAX_MULTIPLIER = 3
+# Most worked lines a problem may have: a line is at most 11 tokens, so 16 lines fit a 256 canvas.
+OPS_CAP = 16
 _ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
 _SOLUTION_LINE = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 # What each number of a worked solution is: copied from the prompt (start, operand), carried
@@ -145,14 +147,14 @@ def solution_roles(target: str) -> dict[int, str]:
 
 
 def check_arith_knobs(
-    min_ops: int, max_ops: int, max_operand: int, max_result: int, max_multiplier: int, *, ops_cap: int = 16
+    min_ops: int, max_ops: int, max_operand: int, max_result: int, max_multiplier: int
 ) -> None:
     """Validate the arithmetic difficulty knobs, naming the bad value and the valid range.
 
     Raises:
         ValueError: on any knob out of range.
     """
-    check_ordered("min_ops", min_ops, "max_ops", max_ops, floor=1, cap=ops_cap)
+    check_ordered("min_ops", min_ops, "max_ops", max_ops, floor=1, cap=OPS_CAP)
     if max_operand < 3 or max_result < max_operand:
         raise ValueError(
             f"need max_operand >= 3 and max_result >= max_operand, "
