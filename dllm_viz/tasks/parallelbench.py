@@ -39,6 +39,7 @@ LAST_NAMES: tuple[str, ...] = (
     "Stone", "Reed", "Park", "Hill", "Gray", "Ford", "Wood", "Lane", "Cole", "Fox", "King", "Shaw",
     "Moss", "Dale", "Hart", "Wells", "Brook", "Rowe", "Nash", "Price", "Ward", "Lowe", "Bell", "Frost",
 )  # fmt: skip
+PEOPLE: tuple[str, ...] = tuple(f"{first} {last}" for first, last in itertools.product(FIRST_NAMES, LAST_NAMES))
 LIST_OPS: tuple[str, ...] = (
     "copy", "reverse", "sort", "shuffle", "insert_index", "insert_random", "remove_index",
     "remove_random", "replace_index", "replace_random",
@@ -143,8 +144,7 @@ class WaitingLineTask:
                              f"lines of {min_length}-{max_length} names")  # fmt: skip
 
     def _one(self, rng: random.Random, length: int) -> Problem:
-        people = [f"{first} {last}" for first, last in itertools.product(FIRST_NAMES, LAST_NAMES)]
-        names = rng.sample(people, length + 1)
+        names = rng.sample(PEOPLE, length + 1)
         word, names = names[-1], names[:-1]
         index = rng.randint(0, length) if self.op.startswith("insert") else rng.randrange(length)
         uses_word = self.op.startswith(("insert", "replace"))
@@ -262,10 +262,11 @@ class PuzzleTask:
         solutions = _all_sudokus()
         grids = _sudoku_array()
         while True:
-            solution = rng.choice(solutions)
+            index = rng.randrange(len(solutions))  # the draw rng.choice makes, keeping the index
+            solution = solutions[index]
             hidden = set(rng.sample(range(16), blanks))
             given = [i for i in range(16) if i not in hidden]
-            if int((grids[:, given] == grids[solutions.index(solution), given]).all(axis=1).sum()) == 1:
+            if int((grids[:, given] == grids[index, given]).all(axis=1).sum()) == 1:
                 break
         rows = ["".join("_" if 4 * r + c in hidden else str(solution[4 * r + c]) for c in range(4)) for r in range(4)]
         answer = "\n".join("".join(str(solution[4 * r + c]) for c in range(4)) for r in range(4))
