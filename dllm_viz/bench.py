@@ -30,9 +30,15 @@ from dllm_viz.sweep import Sweep
 from dllm_viz.tasks import Problem
 
 BASELINE = "dense"
-ROW_COLUMNS = ("config", "problem_id", "task", "correct", "nfe", "tokens", "seconds", "forward_seconds",
-               "policy_seconds", "tokens_per_second", "agrees_with_dense", "complete", "cut_off",
-               "candidate_flips", "redundant_refinement", "completion")
+# Each row column and its kind ("text", "bool", "number"), in column order: what a CSV written by
+# `bench --out` is read back as (`bench --resume`).
+ROW_KINDS: dict[str, str] = {
+    "config": "text", "problem_id": "text", "task": "text", "correct": "bool", "nfe": "number",
+    "tokens": "number", "seconds": "number", "forward_seconds": "number", "policy_seconds": "number",
+    "tokens_per_second": "number", "agrees_with_dense": "bool", "complete": "bool", "cut_off": "bool",
+    "candidate_flips": "number", "redundant_refinement": "number", "completion": "text",
+}
+ROW_COLUMNS = tuple(ROW_KINDS)
 
 
 def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:

@@ -133,11 +133,13 @@ def _typed(rows):  # type: ignore[no-untyped-def]
     """Rows read back from the csv (all strings) with run_bench's types; texts stay texts ("11" is not 11)."""
     import pandas as pd
 
-    for column in ("correct", "agrees_with_dense", "complete", "cut_off"):
-        rows[column] = rows[column].map({"True": True, "False": False})
-    for column in ("nfe", "tokens", "seconds", "forward_seconds", "policy_seconds", "tokens_per_second",
-                   "candidate_flips", "redundant_refinement"):
-        rows[column] = pd.to_numeric(rows[column])
+    from dllm_viz.bench import ROW_KINDS
+
+    for column, kind in ROW_KINDS.items():
+        if kind == "bool":
+            rows[column] = rows[column].map({"True": True, "False": False})
+        elif kind == "number":
+            rows[column] = pd.to_numeric(rows[column])
     return rows
 
 
