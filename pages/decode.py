@@ -2,7 +2,9 @@
 
 Run shows a progress bar and a Stop button; every progress update is a yield point, so Stop
 (or any click) ends the run between steps and the steps so far are kept as a partial trace.
-Step runs exactly one forward pass; Play/Pause (Space) steps on a timer inside a fragment.
+Step runs exactly one forward pass; Play/Pause (Space) steps on a timer. The controls and the
+trace view are one fragment, so a Step or a tick reruns only them (not the sidebar or the form);
+Run to end runs in a full rerun above them, where its Stop button can interrupt it.
 The decode in progress (engine iterator + TraceBuilder) lives in st.session_state["stepper"].
 """
 
@@ -75,8 +77,21 @@ def toggle_play() -> None:
     fold_settings()
 
 
-def fold_settings() -> None:
-    """Run, Step and Play fold the settings away (the user can reopen them)."""
+def fold_settings(action: str = "") -> None:
+    """Run, Step and Play fold the settings away (the user can reopen them).
+
+    The expander lies outside the panel fragment, so an open one folds only on a full rerun: the
+    panel asks for one, and that rerun does the clicked `action` (so its errors stay on screen).
+    """
+    if st.session_state.get("settings", True):
+        st.session_state["folding"] = action
+    st.session_state["settings"] = False
+
+
+def request_run() -> None:
+    """Run to end happens in a full rerun, above the panel: its Stop button must lie outside the
+    fragment, since a click inside one never interrupts the run in progress (Streamlit 1.67)."""
+    st.session_state["run_requested"] = True
     st.session_state["settings"] = False
 
 
@@ -85,28 +100,16 @@ def reset() -> None:
         st.session_state.pop(key, None)
 
 
-playing = bool(st.session_state.get("playing"))
-cols = st.columns([1.3, 1, 1.3, 1, 2.4], vertical_alignment="bottom")
-run = cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None, on_click=fold_settings,
-                     help="decode to the end (continues a stepped decode with the same settings)")
-step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None, on_click=fold_settings,
-                      help="one forward pass (→)")
-cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=toggle_play,
-               disabled=adapter is None, help="step on a timer (Space)")
-cols[3].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
-speed = cols[4].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
+def play_interval() -> float | None:
+    """Seconds between Play ticks for the current state (None: not playing)."""
+    return SPEEDS[st.session_state.get("speed", "normal")] if st.session_state.get("playing") else None
 
-if error := st.session_state.pop("play_error", None):
-    st.error(error)
-held: Stepper | None = st.session_state.get("stepper")
-if held is not None and held.signature != signature and not (run or step or playing):
-    st.caption("Settings changed since this decode started: Step, Play and Run start a new one.")
-if run and (stepper := ready(continue_ok=True)) is not None:
-    run_to_end(stepper)
-if step and (stepper := ready(continue_ok=True)) is not None and (error := advance(stepper)):
-    st.error(error)
-if playing and ready(continue_ok=True) is None:
-    st.session_state["playing"] = False
+
+def page_is_stale(step: bool) -> bool:
+    """True when this run of the panel must become a full rerun: the Play timer is fixed when the
+    fragment is declared (Play, Pause, Reset and the speed change it), Run was clicked (it runs
+    above the panel), or a Step must fold open settings."""
+    return play_interval() != TICK or "run_requested" in st.session_state or (step and "folding" in st.session_state)
 
 
 def play_tick() -> None:
@@ -135,19 +138,47 @@ def landing() -> None:
                      icon=":material/school:")
 
 
-@st.fragment(run_every=SPEEDS[speed] if st.session_state.get("playing") else None)
-def viewer() -> None:
-    """The trace view; while playing, each tick first runs one forward pass."""
+if st.session_state.get("playing") and ready(continue_ok=True) is None:
+    st.session_state["playing"] = False
+if st.session_state.pop("run_requested", False) and (stepper := ready(continue_ok=True)) is not None:
+    run_to_end(stepper)
+TICK = play_interval()
+
+
+@st.fragment(run_every=TICK)
+def panel() -> None:
+    """The controls and the trace view: Step, scrubbing and every Play tick rerun only this fragment
+    (the sidebar and the settings form stay as they are, in the server and in the browser)."""
+    playing = bool(st.session_state.get("playing"))
+    cols = st.columns([1.3, 1, 1.3, 1, 2.4], vertical_alignment="bottom")
+    cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None, on_click=request_run,
+                   help="decode to the end (continues a stepped decode with the same settings)")
+    step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None, on_click=fold_settings,
+                          args=("step",), help="one forward pass (→)")
+    cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=toggle_play,
+                   disabled=adapter is None, help="step on a timer (Space)")
+    cols[3].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
+    cols[4].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
+    if page_is_stale(step):
+        st.rerun()
+    step = step or st.session_state.pop("folding", None) == "step"  # the Step that asked for this full rerun
+    if error := st.session_state.pop("play_error", None):
+        st.error(error)
+    held: Stepper | None = st.session_state.get("stepper")
+    if held is not None and held.signature != signature and not (step or playing):
+        st.caption("Settings changed since this decode started: Step, Play and Run start a new one.")
+    if step and (stepper := ready(continue_ok=True)) is not None and (error := advance(stepper)):
+        st.error(error)
     show_latest()
-    if st.session_state.get("playing"):
+    if playing:
         play_tick()
     trace = st.session_state.get("trace")
     if trace is None:
         landing()
         return
     trace_view(trace, st.session_state.get("trace_version", 0))
-    if adapter is not None and trace.is_complete and not st.session_state.get("playing"):
+    if adapter is not None and trace.is_complete and not playing:
         branch_panel(adapter, trace, st.session_state.get("trace_version", 0))
 
 
-viewer()
+panel()
