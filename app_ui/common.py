@@ -12,7 +12,7 @@ import html
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -265,9 +265,10 @@ def set_trace(trace: Trace, key: str = "trace") -> None:
     st.session_state[f"{key}_version"] = st.session_state.get(f"{key}_version", 0) + 1
 
 
-def cached_figure(name: str, version: int, build: Any) -> Any:
-    """A figure built once per trace version (so an unchanged view is byte-identical across reruns)."""
-    cache: dict[tuple[str, int], Any] = st.session_state.setdefault("_figures", {})
+def cached_figure(name: str, version: Hashable, build: Any) -> Any:
+    """A figure built once per version of what it draws (a trace version, or a replay's digest), so
+    an unchanged view is not rebuilt and goes out byte-identical, which the browser does not redraw."""
+    cache: dict[tuple[str, Hashable], Any] = st.session_state.setdefault("_figures", {})
     if (name, version) not in cache:
         for stale in [k for k in cache if k[0] == name]:
             del cache[stale]

@@ -15,6 +15,7 @@ context at each step; the Verify button measures the difference.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -94,6 +95,18 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         replay_of=dense.meta.label, dense_steps=dense_steps,
         answer_text=answer_text(final) if answer_text else _joined(dense, final, stop_ids))
     return builder.build(meta)
+
+
+def replay_signature(virtual: Trace) -> bytes:
+    """A digest of what a replay decided: the dense step each replayed step read and, per step,
+    the canvas and the reason of every commit.
+
+    Two settings that replay alike (a small slider move usually does) give the same digest, so a
+    page can keep the figures drawn from the first and skip redrawing them for the second.
+    """
+    steps = np.asarray(virtual.meta.dense_steps or [], dtype=np.int64)
+    parts = (steps, virtual.tokens, virtual.committed, virtual.reason)
+    return hashlib.blake2b(b"".join(np.ascontiguousarray(p).tobytes() for p in parts), digest_size=16).digest()
 
 
 def _joined(trace: Trace, ids: list[int], stop_ids: np.ndarray) -> str:

@@ -1,7 +1,7 @@
 """Tune: thresholds by eye on a recorded dense trace (instant), or swept over a prompt set.
 
-By eye: record one dense decode, then every slider move replays the rule (and CE) over its
-per-step statistics (dllm_viz/replay.py) and shows which tokens it would accept and when, the
+By eye: record one dense decode, then every slider move (a fragment rerun) replays the rule (and
+CE) over its per-step statistics (dllm_viz/replay.py) and shows which tokens it would accept and when, the
 estimated NFE and whether the output matches the dense endpoint; Verify runs it for real.
 Sweep: a grid of one or two field values over held-out problems, plotted as NFE vs accuracy
 with the Pareto front.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import (
+    cached_figure,
     canvas_limit,
     check_prompt,
     confine_weights,
@@ -33,7 +34,7 @@ from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.knobs import knobs
-from dllm_viz.replay import agreement, replay
+from dllm_viz.replay import agreement, replay, replay_signature
 from dllm_viz.tasks import TASKS
 
 require_app_frame()
@@ -76,6 +77,16 @@ def by_eye() -> None:
             bar.empty()
         except ValueError as exc:
             st.error(f"Cannot record: {exc}")
+    replay_view()
+
+
+@st.fragment
+def replay_view() -> None:
+    """The rule's sliders and the replay they drive: a slider move reruns only this fragment.
+
+    The figures are kept per replay (replay_signature), so a move that replays alike redraws nothing
+    and sends each chart as the same bytes, which the browser does not redraw either.
+    """
     dense = st.session_state.get("tune_dense")
     options = component_fields(RULES[rule], "tune_", bind=True)
     if ce:
@@ -88,6 +99,7 @@ def by_eye() -> None:
         return
     virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
                      answer_text=adapter.answer_text if adapter else None)
+    drawn = (st.session_state.get("tune_dense_version", 0), virtual.meta.label, replay_signature(virtual))
     st.subheader(f"Replay of {pipe.label} over the dense trace")
     same = agreement(virtual, dense)
     a, b, c = st.columns(3)
@@ -104,13 +116,12 @@ def by_eye() -> None:
     st.html(figures.token_strip_html(virtual, step))
     st.caption(f"Replayed step {step} reads dense step {virtual.meta.dense_steps[step] if virtual.nfe else 0}.")
     x, y = st.columns(2)
-    x.plotly_chart(figures.confidence_heatmap(virtual, title="Replayed commits over the dense statistics"),
-                   key="tune_heat", theme=None)
-    y.plotly_chart(figures.step_series_lines([dense, virtual], series="committed_fraction", x="step"),
-                   key="tune_series", theme=None)
-    st.plotly_chart(figures.commit_order_heatmap(virtual, tokens_per_row=16,
-                                                               title="When the rule would commit each position"),
-                    key="tune_order", theme=None)
+    x.plotly_chart(cached_figure("tune_heat", drawn, lambda: figures.confidence_heatmap(
+        virtual, title="Replayed commits over the dense statistics")), key="tune_heat", theme=None)
+    y.plotly_chart(cached_figure("tune_series", drawn, lambda: figures.step_series_lines(
+        [dense, virtual], series="committed_fraction", x="step")), key="tune_series", theme=None)
+    st.plotly_chart(cached_figure("tune_order", drawn, lambda: figures.commit_order_heatmap(
+        virtual, tokens_per_row=16, title="When the rule would commit each position")), key="tune_order", theme=None)
     verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
     if verify and adapter is not None:
         bar = st.progress(0.0, text="verify")

@@ -23,7 +23,7 @@ from dllm_viz.engine import decode
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.knobs import knobs, parse_strings
-from dllm_viz.replay import agreement, replay
+from dllm_viz.replay import agreement, replay, replay_signature
 from dllm_viz.trace import Trace, TraceFileError
 
 
@@ -60,6 +60,15 @@ def test_replay_records_the_rule_internals_and_which_dense_step_each_step_read(d
     assert len(steps) == trace.nfe and steps == sorted(steps) and steps[0] == 0
     np.testing.assert_array_equal(trace.confidence, dense.confidence[steps])
     assert trace.meta.label == "replay: cora+kalman"
+
+
+def test_replays_that_commit_alike_share_a_signature_and_others_do_not(dense: Trace) -> None:
+    def signature(threshold: float) -> bytes:
+        return replay_signature(replay(dense, Pipeline.from_names("threshold", "fixed", None, threshold=threshold)))
+
+    assert signature(0.9) == signature(0.9)  # wall times differ between the two replays; the digest does not
+    assert signature(1.0) != signature(0.005)  # one token a step against several: other commits
+    assert signature(1e-6) == signature(1e-7)  # below any top-1 probability: both commit whole windows at once
 
 
 def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(dense: Trace) -> None:
