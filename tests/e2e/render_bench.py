@@ -5,7 +5,8 @@ Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads
 `python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
 model and times, from the click to the finished rerun as the browser sees it: Run to heatmap
 (threshold, gen 128), a Step beyond its forward pass, each Learn chapter's first visit on a fresh
-server, Compare on one prompt with four policies, and a Tune slider move. `--threads N` sets
+server, Compare on one prompt with four policies, and a Tune slider move; for Step and Tune also
+until the last chart the rerun redrew has finished drawing (Plotly draws after the rerun ends). `--threads N` sets
 DLLM_VIZ_THREADS (default: the app's thread policy). Results go in BENCHMARKS.md with `uptime`.
 """
 
@@ -66,12 +67,34 @@ WATCH = """() => {
   for (const kind of ['pointerdown', 'keydown']) {
     document.addEventListener(kind, () => { window.__input = performance.now(); }, true);
   }
+  window.__drawn = [];  // when each Plotly chart finished drawing (the rerun's end does not wait for them)
+  const seen = new WeakSet();
+  const hook = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+    if (seen.has(gd) || !gd.on) return;
+    seen.add(gd);
+    gd.on('plotly_afterplot', () => window.__drawn.push(performance.now()));
+  });
+  new MutationObserver(hook).observe(document.body, {subtree: true, childList: true});
+  hook();
 }"""
-# Each entry is [the state a change left, when]: leaving 'running' is the end of a rerun.
-RERUN_DONE = "(t0) => window.__states.some(([left, t]) => t >= t0 && left === 'running') && " \
-             "document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"
+# Installed before the app loads: when each message from the server was handled. A fragment rerun
+# of ~20 ms can start and finish within one React render, so the script state never reads
+# 'running'; its end is then its last message (the server's "script finished").
+MESSAGES = """() => { window.__messages = []; const Socket = window.WebSocket;
+  window.WebSocket = function (...args) { const ws = new Socket(...args);
+    ws.addEventListener('message', () => window.__messages.push(performance.now())); return ws; };
+  window.WebSocket.prototype = Socket.prototype; Object.assign(window.WebSocket, Socket); }"""
+# Each entry is [the state a change left, when]: leaving 'running' is the end of a rerun; a rerun
+# never seen running is over once its messages have stopped for QUIET ms.
+QUIET = 300
+RERUN_DONE = "(t0) => { const app = document.querySelector('[data-testid=stApp]'); " \
+             "if (app.getAttribute('data-test-script-state') !== 'notRunning') return false; " \
+             "if (window.__states.some(([left, t]) => t >= t0 && left === 'running')) return true; " \
+             "const m = window.__messages.filter((t) => t >= t0); " \
+             f"return m.length > 0 && performance.now() - m[m.length - 1] > {QUIET}; }}"
 RERUN_END = "(t0) => { const s = window.__states.filter(([left, t]) => t >= t0 && left === 'running'); " \
-            "return s[s.length - 1][1]; }"
+            "if (s.length) return s[s.length - 1][1]; const m = window.__messages.filter((t) => t >= t0); " \
+            "return m[m.length - 1]; }"
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
@@ -90,6 +113,15 @@ def timed(page: Any, action: Any, ready: str | None = None) -> float:
                                       polling="raf", timeout=120_000)
         end = max(end, float(seen.json_value()))
     return (end - t0) / 1000
+
+
+def drawn_after(page: Any, settle_ms: int = 1000) -> float:
+    """Seconds from the last input to the last chart drawn after it (0.0 if none redrew), once
+    `settle_ms` have passed with the page idle."""
+    page.wait_for_timeout(settle_ms)
+    t0 = page.evaluate("window.__input")
+    later = [t for t in page.evaluate("window.__drawn") if t >= t0]
+    return (max(later) - t0) / 1000 if later else 0.0
 
 
 def open_app(page: Any, url: str, ready_key: str) -> None:
@@ -138,26 +170,30 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
     page.locator(".st-key-reset button").first.click()
     page.locator(IDLE).wait_for(state="attached")
-    steps, beyond = [], []
+    steps, beyond, drawn = [], [], []
     for _ in range(6):
         before = metric_text(page, "Time").removesuffix(" s") if page.get_by_test_id("stMetric").count() else "0"
         latency = timed(page, click(page, "step"))
         forward = float(metric_text(page, "Time").removesuffix(" s")) - float(before)
         steps.append(latency)
         beyond.append(latency - forward)
+        drawn.append(drawn_after(page))
     out["step click to view (s)"] = steps
     out["step beyond its forward pass (s)"] = beyond
+    out["step click to its charts drawn (s)"] = drawn
     open_app(page, f"{url}/compare?cmp_n=4", "cmp_run")
     compares = [timed(page, click(page, "cmp_run"), ".st-key-cmp_series_chart .js-plotly-plot")]
     out["compare one prompt, 4 policies + dense, gen 64"] = [*compares, timed(page, click(page, "cmp_run"))]
     open_app(page, f"{url}/tune", "tune_record")
     out["tune record dense, gen 64"] = timed(page, click(page, "tune_record"), ".st-key-tune_heat .js-plotly-plot")
     thumb = page.locator(".st-key-tune_threshold input[type='range']").first
-    moves = []
+    moves, redrawn = [], []
     for key in ["ArrowLeft"] * 3 + ["ArrowRight"] * 3:
         thumb.focus()
         moves.append(timed(page, lambda key=key: thumb.press(key)))
+        redrawn.append(drawn_after(page))
     out["tune slider move to redraw"] = moves
+    out["tune slider move to its charts drawn (0: none redrawn)"] = redrawn
     return out
 
 
@@ -174,6 +210,7 @@ def app_bench(threads: int | None) -> None:
     with serve_app(env, "render-bench-app.log") as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.add_init_script(f"({MESSAGES})()")
         page.set_default_timeout(60_000)
         app_timings(url, page)
         browser.close()
