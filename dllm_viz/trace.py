@@ -70,7 +70,9 @@ class Trace:
                     f"Trace extra {name!r} must have shape {(num_steps, gen_length)}, got {arr.shape}"
                 )
             self.extras[name] = arr
-        if num_steps and int(self.committed.sum(axis=0).max(initial=0)) > 1:
+        # A position leaves the mask once, unless an edit wrote the mask token back (block
+        # refinement on an untrained model): then it may be committed once more per edit.
+        if num_steps and int((self.committed.sum(axis=0) - self.edited.sum(axis=0)).max(initial=0)) > 1:
             raise ValueError("Trace.committed commits some position more than once")
 
     # ---- derived views -------------------------------------------------------------------

@@ -88,7 +88,9 @@ def test_fixed_steps_commits_follow_the_schedule(gen_length: int) -> None:
 
 @pytest.mark.parametrize("rule_name", sorted(RULES))
 def test_stateful_policy_state_shapes_are_stable(rule_name: str, controller_options: dict[str, str]) -> None:
-    pipeline = Pipeline.from_names(rule_name, "adablock", "kalman", block_length=8, init_block_length=8,
+    # block_refinement's quota needs one block length: adablock is refused for it (test_block_engine.py)
+    block = "aligned" if rule_name == "block_refinement" else "adablock"
+    pipeline = Pipeline.from_names(rule_name, block, "kalman", block_length=8, init_block_length=8,
                                    **controller_options)
     trace = decode(ADAPTER, [4, 5], pipeline, DecodeConfig(gen_length=32))
     for name, values in trace.extras.items():
