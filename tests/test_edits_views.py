@@ -6,10 +6,16 @@ view must show them, and a trace without edits must draw exactly what it drew be
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+from toy import ToyAdapter
 from trace_factory import MASK, edit_trace, hand_trace, make_trace, step_trace
 
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
 from dllm_viz.figures import (
     commit_order_heatmap,
     confidence_heatmap,
@@ -21,7 +27,9 @@ from dllm_viz.figures import (
     token_strip,
     token_strip_html,
 )
-from dllm_viz.trace import EditEvent
+from dllm_viz.policies import AlignedBlocks, BlockRefinementRule, Pipeline
+from dllm_viz.policies.base import COMMIT_REASONS
+from dllm_viz.trace import EditEvent, TraceFileError, load_trace
 
 
 @pytest.fixture
@@ -168,3 +176,79 @@ def test_a_trace_without_edits_draws_no_edit_trace_or_legend_entry(view: str) ->
 def test_the_strip_html_of_a_trace_without_edits_has_no_edit_keys() -> None:
     page = token_strip_html(make_trace(30, 16, seed=3), 5)
     assert "<s " not in page and "outline" not in page and "edited" not in page
+
+
+# ---- saved files -------------------------------------------------------------------------------
+EDIT = COMMIT_REASONS.index("edit")
+
+
+def _arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _with_meta(arrays: dict[str, np.ndarray], change) -> dict[str, np.ndarray]:
+    meta = change(json.loads(arrays["__meta_json__"].tobytes()))
+    return {**arrays, "__meta_json__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+
+
+def test_a_trace_with_edits_round_trips(edits, tmp_path: Path) -> None:
+    loaded = load_trace(edits.save(tmp_path / "edits.npz"))
+    assert np.array_equal(loaded.edited, edits.edited) and loaded.edit_events == edits.edit_events
+
+
+def _set(values: np.ndarray, where: tuple, value) -> np.ndarray:
+    values = values.copy()
+    values[where] = value
+    return values
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    (lambda a: {**a, "edited": a["edited"].astype(np.int8)}, r"'edited' has dtype '\|i1'.*booleans"),
+    (lambda a: {**a, "edited": a["edited"][:, :3]}, r"Trace\.edited must have shape \(5, 4\)"),
+    (lambda a: {**a, "edited": a["edited"][0]}, r"'edited'.*2 dimensions"),
+    # step 1 edits position 0 (10 -> 20): its reason must be 'edit', and 'edit' only there
+    (lambda a: {**a, "reason": _set(a["reason"], (1, 0), 2)}, "'reason' must be 'edit' exactly where"),
+    (lambda a: {**a, "reason": _set(a["reason"], (0, 0), EDIT)},
+     "'reason' must be 'edit' exactly where"),
+    # an edit that changes nothing, or replaces a mask, is not an edit
+    (lambda a: {**a, "tokens": _set(a["tokens"], (2, 0), 10)}, "token must change"),
+    (lambda a: {**a, "edited": _set(a["edited"], (0, 2), True), "reason": _set(a["reason"], (0, 2), EDIT)},
+     "token must change"),
+    (lambda a: {**a, "window": _set(a["window"], (1,), [1, 4])}, "outside that step's window"),
+    # a file from before the 'edit' reason existed cannot hold edits
+    (lambda a: _with_meta({**a, "reason": np.where(a["edited"], 2, a["reason"])},
+                          lambda m: {**m, "reason_names": m["reason_names"][:-1]}), "have no 'edit'"),
+])
+def test_crafted_edits_are_refused_naming_the_field(edits, tmp_path: Path, change, needle: str) -> None:
+    arrays = change(_arrays(edits.save(tmp_path / "edits.npz")))
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(TraceFileError, match=needle):
+        load_trace(path)
+
+
+def test_an_edit_of_a_masked_position_is_refused(tmp_path: Path) -> None:
+    trace = step_trace([({0: 10}, {}), ({1: 11}, {})], 2)
+    arrays = _arrays(trace.save(tmp_path / "t.npz"))
+    arrays["committed"][1, 1], arrays["edited"][1, 1], arrays["reason"][1, 1] = False, True, EDIT
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(TraceFileError, match="replaced a masked position"):
+        load_trace(tmp_path / "bad.npz")
+
+
+def test_a_real_block_refinement_decode_shows_its_edits_everywhere(tmp_path: Path) -> None:
+    """The engine's own edits (toy model, LLaDA2's rule) pass the file checks and reach every view."""
+    pipeline = Pipeline(rule=BlockRefinementRule(commit_threshold=0.5, editing_threshold=0.3), block=AlignedBlocks(8))
+    trace = load_trace(decode(ToyAdapter(), [3, 4, 5], pipeline, DecodeConfig(gen_length=24)).save(tmp_path / "r.npz"))
+    events = trace.edit_events
+    assert events and trace.post_steps.any()
+    for event in events:  # the recorded canvas agrees with each event
+        assert trace.tokens[event.step, event.position] == event.old != event.new
+        assert trace.reason[event.step, event.position] == EDIT
+    assert len(_by_name(confidence_heatmap(trace), "edit").x) == len({(e.step, e.position) for e in events})
+    assert len(_by_name(refinement_dumbbell(trace), "edit").x) == len(events)
+    assert _by_name(step_summary_strip(trace), "edited this step").y.sum() == len(events)
+    assert trace.summary()["edits"] == len(events)
+    posts = _by_name(step_summary_strip(trace), "post-step (window had no masks)")
+    assert trace.summary()["post_steps"] == len(posts.x)
