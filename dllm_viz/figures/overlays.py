@@ -1,10 +1,10 @@
 """Overlays on a positions x steps heatmap, each ONE plotly trace however many events it shows.
 
-Commit events are one marker scatter, token edits another; block boundaries and volatility-band edges are one
-`go.Bar` each: thin vertical bars placed with per-bar `offset`, because the position axis is
-categorical (one token label per column) and plotly maps a scatter's numeric x on a category
-axis to new categories, so only bar offsets can sit on the edge *between* two columns. Runs of
-steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
+Commit events are one marker scatter, token edits another; block boundaries and volatility-band
+edges are one `go.Bar` each: thin vertical bars placed with per-bar `offset`, because the
+position axis is categorical (one token label per column) and plotly maps a scatter's numeric x
+on a category axis to new categories, so only bar offsets can sit on the edge *between* two
+columns. Runs of steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
 """
 
 from __future__ import annotations

@@ -80,7 +80,6 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))
 
 
-
 def _edit_traces(trace: Trace) -> list[go.Scatter]:
     """A dotted commit-to-last-edit segment per edited position (None-separated) and a marker per edit."""
     events = trace.edit_events
