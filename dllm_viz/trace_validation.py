@@ -168,12 +168,12 @@ def check_declared(declared: Mapping[str, tuple[np.dtype, tuple[int, ...]]], ran
 _META_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "model": ((dict,), "an object"),
     "pipeline": ((dict,), "an object"),
-    "decode_config": ((dict,), "an object"),
+    "decode_config": ((dict, type(None)), "an object or null"),
     "label": ((str,), "a string"),
     "prompt_text": ((str, type(None)), "a string or null"),
     "answer_text": ((str,), "a string"),
     "stop_reason": ((str,), "a string"),
-    "created_utc": ((str,), "a string"),
+    "created_utc": ((str, type(None)), "a string or null"),
     "token_text": ((dict,), "an object of token id -> text"),
     "reason_names": ((list,), "a list of strings"),
     "pass_kind_names": ((list,), "a list of strings"),
@@ -206,7 +206,7 @@ def check_meta(meta: Any, name: str, schema_version: int) -> None:
         raise TraceFileError(f"{name!r}: metadata field 'token_text' must map token ids (digits) to strings")
     _check_model(meta.get("model", {}), name)
     for part in ("pipeline", "decode_config"):
-        _check_components(meta.get(part, {}), part, name)
+        _check_components(meta.get(part) or {}, part, name)
 
 
 def _check_model(model: Mapping[str, Any], name: str) -> None:

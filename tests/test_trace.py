@@ -177,3 +177,15 @@ def test_builder_makes_valid_empty_and_partial_traces() -> None:
 
 def _fields(trace: Trace) -> dict:
     return {name: getattr(trace, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")} | {"meta": trace.meta}
+
+
+def test_a_trace_whose_metadata_leaves_the_optional_fields_unset_round_trips(tmp_path: Path) -> None:
+    """TraceMeta's decode_config and created_utc default to None (hand-built or replayed traces)."""
+    from dataclasses import replace
+
+    from trace_factory import make_trace
+
+    trace = make_trace(4, 6, seed=0)
+    bare = replace(trace, meta=trace.meta.replace(decode_config=None, created_utc=None))
+    loaded = load_trace(bare.save(tmp_path / "bare.npz"))
+    assert loaded.meta.decode_config is None and loaded.meta.created_utc is None
