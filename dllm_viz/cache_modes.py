@@ -11,15 +11,18 @@ from collections.abc import Mapping
 from typing import Literal
 
 # Fast-dLLM's caches (docs/ALGORITHMS.md §2): none = a full pass every step; prefix / dual reuse
-# the keys and values of the window-opening full pass.
-CacheMode = Literal["none", "prefix", "dual"]
+# the keys and values of the window-opening full pass (approximate: bidirectional models). exact:
+# block-causal models (block diffusion) keep the finished blocks' keys and values, which never
+# change there, and query only the current block (docs/PARADIGMS.md).
+CacheMode = Literal["none", "prefix", "dual", "exact"]
 CACHE_MODES: tuple[CacheMode, ...] = typing.get_args(CacheMode)
 
 # What one forward pass was: the whole sequence, or a partial pass against a cache. Traces store
 # the index into PASS_KINDS (and the names travel in every saved trace's metadata).
-PassKind = Literal["full", "prefix_cached", "dual_cached"]
+PassKind = Literal["full", "prefix_cached", "dual_cached", "exact_cached"]
 PASS_KINDS: tuple[PassKind, ...] = typing.get_args(PassKind)
-PARTIAL_PASS: Mapping[CacheMode, PassKind] = {"prefix": "prefix_cached", "dual": "dual_cached"}
+PARTIAL_PASS: Mapping[CacheMode, PassKind] = {"prefix": "prefix_cached", "dual": "dual_cached",
+                                             "exact": "exact_cached"}
 
 
 def check_cache_mode(mode: str) -> CacheMode:

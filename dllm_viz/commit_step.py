@@ -3,8 +3,9 @@
 Shared by the engine and by replay so that both enforce the same invariants (docs/DESIGN.md §5):
 commits are clipped to the open positions (masked and in the window), every committed position
 carries a reason, and a step that would commit nothing commits the most confident open position
-(`forced_top1`). Token edits (a rule replacing committed tokens) will be settled here too, as
-one more field of CommitStep. Knows nothing about models or windows beyond the StepView.
+(`forced_top1`) unless the rule allows an empty step. Token edits (block refinement replacing
+committed tokens of the window) are clipped to committed, in-window positions whose candidate
+differs, and carry the reason `edit`. Knows nothing about models or windows beyond the StepView.
 """
 
 from __future__ import annotations
@@ -23,17 +24,23 @@ class CommitStep:
     Attributes:
         committed: positions committed from mask at this step.
         reason: their reason codes (COMMIT_REASONS), NO_REASON elsewhere.
-        tokens: the canvas after the commits (a new array; the view's tokens are untouched).
+        tokens: the canvas after the commits and edits (a new array; the view's is untouched).
+        edited: committed positions whose token was replaced at this step.
     """
 
     committed: np.ndarray
     reason: np.ndarray
     tokens: np.ndarray
+    edited: np.ndarray
 
 
 def commit_step(view: StepView, decision: Decision, *, carried: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> CommitStep:
     """Settle `decision` on `view`: clip, fill reasons, add `carried` commits, force top-1 if empty.
+
+    A commit whose candidate is the mask token itself (LLaDA2's sampler may draw it from an
+    untrained model) changes nothing and is not recorded: the position stays open. An edit to
+    the mask token re-opens the position, as the reference does; it is recorded as an edit.
 
     Args:
         view: what the rule saw (its candidates become the committed tokens).
@@ -41,16 +48,24 @@ def commit_step(view: StepView, decision: Decision, *, carried: tuple[np.ndarray
         carried: commits made by someone other than the rule, with their reason codes, added
             where the rule did not commit (replay: the dense run's own commits at that step).
     """
-    committed = np.asarray(decision.commit, dtype=bool) & view.open_positions
+    candidate_is_mask = view.candidate == view.mask_token_id
+    committed = np.asarray(decision.commit, dtype=bool) & view.open_positions & ~candidate_is_mask
     reason = np.where(committed, decision.reason, NO_REASON).astype(np.int8)
     if carried is not None:
         extra = np.asarray(carried[0], dtype=bool) & view.open_positions & ~committed
         committed = committed | extra
         reason[extra] = carried[1][extra]
-    if not committed.any():
+    if not committed.any() and not decision.allow_empty:
         # Guarantee progress: the most confident open position commits.
         committed = top_k_mask(view.confidence, view.open_positions, 1)
         reason[committed] = reason_code("forced_top1")
+    edited = np.zeros(view.gen_length, dtype=bool)
+    if decision.edit is not None:
+        edited = (np.asarray(decision.edit, dtype=bool) & view.in_window & ~view.is_masked
+                  & (view.candidate != view.tokens))
+        reason[edited] = reason_code("edit")
     tokens = view.tokens.copy()
-    tokens[committed] = view.candidate[committed]
-    return CommitStep(committed=committed, reason=reason, tokens=tokens)
+    changed = committed | edited
+    tokens[changed] = view.candidate[changed]
+    return CommitStep(committed=committed, reason=reason, tokens=tokens, edited=edited)
+

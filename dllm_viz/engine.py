@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from dllm_viz.cache_modes import PARTIAL_PASS, PASS_KINDS, CacheMode, PassKind
+from dllm_viz.cache_modes import PARTIAL_PASS, PASS_KINDS, PassKind
 from dllm_viz.commit_step import commit_step
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.base import COMMIT_REASONS, StepView, is_any_of, reason_code
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.sampling import summarize
+from dllm_viz.sampling import Multinomial, summarize
 from dllm_viz.step_schema import StepRecord
 from dllm_viz.trace import Trace, TraceBuilder
 from dllm_viz.trace_meta import TraceMeta
@@ -36,19 +36,35 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
                   config: DecodeConfig) -> None:
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty; give at least one prompt token")
-    if pipeline.cache != "none" and not adapter.supports_cache:
-        raise ValueError(f"cache={pipeline.cache!r} needs a natively supported model family, not "
-                         f"{adapter.info.family!r}; use cache='none'")
+    _check_geometry(adapter, pipeline)
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
     limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
-    total = len(prompt_ids) + config.gen_length
+    total = len(prompt_ids) + config.gen_length + pipeline.block.canvas_padding(len(prompt_ids), config.gen_length)
     if limit is not None and total > int(limit):
         raise ValueError(
             f"prompt ({len(prompt_ids)} tokens) + gen_length ({config.gen_length}) = {total} exceeds "
             f"the model's context of {limit}; shorten the prompt or lower gen_length"
         )
     pipeline.validate(config.gen_length)
+
+
+def _check_geometry(adapter: ModelAdapter, pipeline: Pipeline) -> None:
+    """The cache, the block sizer and the block-wise sampler against what the model can run."""
+    info, cache = adapter.info, pipeline.cache
+    if cache == "exact":
+        if not getattr(adapter, "supports_exact_cache", False):
+            raise ValueError(f"cache='exact' needs a block-causal model (block diffusion), not {info.family!r} "
+                             f"with {info.attention} attention; use cache='none' (or 'prefix' / 'dual' on LLaDA)")
+    elif cache != "none" and not adapter.supports_cache:
+        raise ValueError(f"cache={cache!r} needs a natively supported bidirectional model family, not "
+                         f"{info.family!r}; use cache='none'" + (" or 'exact'" if info.context == "prefix" else ""))
+    if cache in ("prefix", "dual") and pipeline.rule.sampler() is not None:
+        raise ValueError(f"{pipeline.rule.name} samples over whole blocks, which Fast-dLLM's {cache!r} cache "
+                         "does not compute; use cache='none' (or 'exact' on a block-causal model)")
+    if info.context == "prefix" and pipeline.block.reads_pass:
+        raise ValueError(f"{pipeline.block.name} sizes a window from a pass over the whole canvas, which a "
+                         f"block-diffusion model ({info.family}) never runs; use block='aligned' (or 'fixed')")
 
 
 class NonFiniteLogitsError(ValueError):
@@ -59,18 +75,21 @@ class NonFiniteLogitsError(ValueError):
 
 
 def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeConfig,
-                   generator: torch.Generator | None) -> dict[str, np.ndarray]:
-    """Candidate statistics of logits rows as numpy arrays."""
+                   generator: torch.Generator | None, sampler: Multinomial | None = None) -> dict[str, np.ndarray]:
+    """Candidate statistics of logits rows as numpy arrays (Gumbel-max, or the rule's sampler)."""
     info = adapter.info
-    stats = summarize(
-        logits,
-        temperature=config.temperature,
-        generator=generator,
-        softmax_dtype=_SOFTMAX_DTYPES[config.softmax_dtype],
-        suppress_ids=(info.eos_token_id,) if config.suppress_eos else (),
-        deprioritize_ids=info.stop_token_ids if config.deprioritize_eos else (),
-        never_ids=(info.mask_token_id,),
-    )
+    if sampler is not None:
+        stats = sampler.stats(logits, config.temperature, generator)
+    else:
+        stats = summarize(
+            logits,
+            temperature=config.temperature,
+            generator=generator,
+            softmax_dtype=_SOFTMAX_DTYPES[config.softmax_dtype],
+            suppress_ids=(info.eos_token_id,) if config.suppress_eos else (),
+            deprioritize_ids=info.stop_token_ids if config.deprioritize_eos else (),
+            never_ids=(info.mask_token_id,),
+        )
     confidence = stats.confidence.double().cpu().numpy()
     if not np.isfinite(confidence).all():
         bad = int((~np.isfinite(confidence)).sum())
@@ -112,27 +131,68 @@ class _Forward:
     query_len: int
 
 
-def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, canvas_end: int, tokens: np.ndarray,
-             config: DecodeConfig, generator: torch.Generator | None, cache_mode: CacheMode, kv: Any,
-             window: tuple[int, int] | None) -> tuple[_Forward, Any]:
-    """Full pass (refreshing the KV cache when caching), or a cached partial pass on `window`.
+@dataclass(frozen=True)
+class _Pass:
+    """What one forward pass covers, in row positions (prompt included).
 
-    Returns the pass and the (possibly new) cache.
+    Attributes:
+        end: rows [0, end) are fed to the model (the canvas, or its prefix up to the window's end).
+        rows: [rows, end) are the rows whose candidates are computed.
+        valid: keys at or after it are padding (aligned blocks), hidden from every query.
+        window: the window's first row (rows of blocks before it are final: the exact cache).
     """
-    seq = x[: prompt_len + canvas_end]
+
+    end: int
+    rows: int
+    valid: int
+    window: int
+
+
+def _pass_span(adapter: ModelAdapter, pipeline: Pipeline, prompt_len: int, answer_len: int, canvas_end: int,
+               window: tuple[int, int], sampled: bool) -> _Pass:
+    """The rows of this step's pass: a prefix-context model (block diffusion) sees the row up to the
+    window's end, a block-wise sampler draws over the window's whole block (its prompt rows too)."""
+    prefix = adapter.info.context == "prefix"
+    end = prompt_len + (min(window[1], canvas_end) if prefix else canvas_end)
+    start = pipeline.block.block_start(prompt_len, window[0]) if sampled else prompt_len + window[0]
+    rows = start if sampled or prefix else prompt_len
+    return _Pass(end=end, rows=min(rows, end), valid=prompt_len + answer_len, window=prompt_len + window[0])
+
+
+def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, span: _Pass, tokens: np.ndarray,
+             config: DecodeConfig, generator: torch.Generator | None, pipeline: Pipeline, kv: Any,
+             window: tuple[int, int] | None) -> tuple[_Forward, Any]:
+    """Full pass over `span` (refreshing Fast-dLLM's KV cache when caching), a pass against the exact
+    prefix cache, or a Fast-dLLM cached partial pass on `window`. Returns the pass and the cache."""
+    seq, cache_mode, sampler = x[: span.end], pipeline.cache, pipeline.rule.sampler()
+    valid = span.valid if span.valid < span.end else None
+    if cache_mode == "exact":
+        logits, kv, query_len = adapter.exact_logits(seq, span.rows, span.window, valid, kv)  # type: ignore[attr-defined]
+        stats = _summarize_rows(adapter, logits, config, generator, sampler)
+        return _Forward(_place_rows(stats, span.rows - prompt_len, tokens), "exact_cached", query_len), kv
     if window is None:
         if cache_mode == "none":
-            logits = adapter.logits(seq, last=canvas_end)
+            padded = {} if valid is None else {"valid": valid}  # adapters without padding need not take it
+            logits = adapter.logits(seq, last=span.end - span.rows, **padded)
         else:
             logits, kv = adapter.refresh(seq)
-            logits = logits[prompt_len:]
-        stats = _summarize_rows(adapter, logits, config, generator)
-        return _Forward(_place(stats, 0, tokens), "full", int(seq.shape[0])), kv
+            logits = logits[span.rows:]
+        stats = _summarize_rows(adapter, logits, config, generator, sampler)
+        return _Forward(_place_rows(stats, span.rows - prompt_len, tokens), "full", int(seq.shape[0])), kv
+    canvas_end = span.end - prompt_len
     start, end = window[0], min(window[1], canvas_end)
     logits = adapter.cached_logits(seq, kv, prompt_len + start, prompt_len + end, cache_mode)  # type: ignore[arg-type]
     stats = _summarize_rows(adapter, logits, config, generator)
     shift = 1 if adapter.info.shift_logits else 0
     return _Forward(_place(stats, start, tokens), PARTIAL_PASS[cache_mode], int(logits.shape[0]) + shift), kv
+
+
+def _place_rows(stats: dict[str, np.ndarray], offset: int, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """`_place` for rows that may begin inside the prompt (offset < 0): those rows are dropped."""
+    if offset < 0:
+        stats = {key: values[-offset:] for key, values in stats.items()}
+        offset = 0
+    return _place(stats, offset, tokens)
 
 
 @dataclass
@@ -143,6 +203,8 @@ class _Cursor:
     block_index: int = -1
     step_in_window: int = 0
     masked_at_start: int = 0
+    keep: bool = False  # the rule asked for another pass on the current window (a post-step)
+    leave: bool = False  # the rule left the current window with masks in it
 
 
 def iter_decode(
@@ -180,46 +242,60 @@ def iter_decode(
     if generator is None:
         generator = torch.Generator(device=adapter.device).manual_seed(config.seed)
     length = config.gen_length
-    tokens = np.full(length, adapter.info.mask_token_id, dtype=np.int64)
+    padding = pipeline.block.canvas_padding(len(prompt_ids), length)
+    tokens = np.full(length + padding, adapter.info.mask_token_id, dtype=np.int64)
     if initial_tokens is not None:
         if np.shape(initial_tokens) != (length,):
             raise ValueError(f"`initial_tokens` must hold gen_length ({length}) ids, got shape "
                              f"{np.shape(initial_tokens)}")
-        tokens[:] = np.asarray(initial_tokens, dtype=np.int64)
+        tokens[:length] = np.asarray(initial_tokens, dtype=np.int64)
     # Initial states are built here too: a rule that reads a weights file fails before any pass.
-    states = (pipeline.rule.init_state(length),
-              None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length))
+    states = (pipeline.rule.init_state(length + padding),
+              None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length + padding))
     return _steps(adapter, list(prompt_ids), pipeline, config, generator, tokens, states)
 
 
 def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, config: DecodeConfig,
            generator: torch.Generator, tokens: np.ndarray, states: tuple[Any, Any]) -> Iterator[StepRecord]:
-    """The loop itself, over checked inputs, the starting canvas and initial (rule, extrapolator)
-    states (see iter_decode)."""
+    """The loop itself, over checked inputs, the starting canvas (padding included) and initial
+    (rule, extrapolator) states (see iter_decode). Records hold the gen_length answer positions."""
     rng = np.random.default_rng(config.seed)
-    info, length, prompt_len = adapter.info, config.gen_length, len(prompt_ids)
+    info, answer, prompt_len = adapter.info, config.gen_length, len(prompt_ids)
+    length = tokens.shape[0]
     stop_ids = np.array(info.stop_token_ids)
     delimiter_ids = np.array(adapter.delimiter_ids(pipeline.delimiters) if pipeline.delimiters else [], np.int64)
     x = torch.tensor([*prompt_ids, *tokens.tolist()], dtype=torch.long, device=adapter.device)
     rule_state, extra_state = states
     cursor, canvas_end, kv = _Cursor(), length, None
+    sampled = pipeline.rule.sampler() is not None
+    fixed = {"block_length": pipeline.block.block_length, "prompt_length": prompt_len, "padding": length - answer,
+             "eos_token_id": info.eos_token_id, "mask_token_id": info.mask_token_id,
+             "prompt_has_eos": info.eos_token_id in prompt_ids}
 
-    for step in range(config.step_cap):
+    bound = None if config.max_steps is not None else pipeline.rule.pass_bound(length, pipeline.block.block_length)
+    step_cap = max(config.step_cap, bound or 0)
+    for step in range(step_cap):
         is_masked = tokens == info.mask_token_id
-        if not is_masked.any():
+        if not cursor.keep and not is_masked[cursor.window[0]:].any():
             return
         started = time.perf_counter()
-        partial = (pipeline.cache != "none" and kv is not None and is_masked[slice(*cursor.window)].any()
+        base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "canvas_end": canvas_end, **fixed}
+        extras: dict[str, np.ndarray] = {}
+        if not pipeline.block.reads_pass:  # windows known before the pass: a prefix model runs up to its end
+            extras = _advance_window(pipeline, cursor, {**base, **_unseen(tokens)}, is_masked)
+        partial = (pipeline.cache in PARTIAL_PASS and pipeline.cache != "exact" and kv is not None
+                   and is_masked[slice(*cursor.window)].any() and cursor.step_in_window > 0
                    and not (pipeline.refresh_every and cursor.step_in_window % pipeline.refresh_every == 0))
-        fwd, kv = _forward(adapter, x, prompt_len, canvas_end, tokens, config, generator, pipeline.cache, kv,
+        span = _pass_span(adapter, pipeline, prompt_len, answer, canvas_end, cursor.window, sampled)
+        fwd, kv = _forward(adapter, x, prompt_len, span, tokens, config, generator, pipeline, kv,
                            cursor.window if partial else None)
         stats = fwd.stats
         forward_seconds = time.perf_counter() - started
-        base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "rand": rng.random(length),
-                "is_eos_candidate": is_any_of(stats["candidate"], stop_ids), "canvas_end": canvas_end,
-                "is_delimiter_candidate": is_any_of(stats["candidate"], delimiter_ids), **stats}
+        base |= {"rand": rng.random(length), "is_eos_candidate": is_any_of(stats["candidate"], stop_ids),
+                 "is_delimiter_candidate": is_any_of(stats["candidate"], delimiter_ids), **stats}
         sizing_started = time.perf_counter()
-        extras = _advance_window(pipeline, cursor, base, is_masked)
+        if pipeline.block.reads_pass:
+            extras = _advance_window(pipeline, cursor, base, is_masked)
         policy_seconds = time.perf_counter() - sizing_started
         view = StepView(step_in_window=cursor.step_in_window, window=cursor.window,
                         window_masked_at_start=cursor.masked_at_start, **base)
@@ -233,30 +309,51 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
         tokens, commit, reason = settled.tokens, settled.committed, settled.reason
         extras.update(decision.extras)
         stop_started = time.perf_counter()
-        halted, new_end = _apply_stop(pipeline, view, tokens, commit, reason, canvas_end, info.eos_token_id)
+        halted, new_end = _apply_stop(pipeline, view, tokens, commit, settled.edited, reason, canvas_end,
+                                      info.eos_token_id)
         policy_seconds += time.perf_counter() - stop_started
         if new_end != canvas_end:
-            canvas_end, kv = new_end, None  # a shorter sequence: the next pass refreshes the cache
+            canvas_end = new_end
+            kv = None if pipeline.cache != "exact" else kv  # a shorter sequence: the next pass refreshes the cache
         x[prompt_len:] = torch.from_numpy(tokens).to(x.device)
         cursor.step_in_window += 1
-        stop = _stop_reason(tokens == info.mask_token_id, halted, step == config.step_cap - 1)
+        cursor.keep = bool(decision.keep_window)
+        still_masked = tokens == info.mask_token_id
+        cursor.leave = decision.keep_window is False and bool(still_masked[slice(*cursor.window)].any())
+        ended = not cursor.keep and not still_masked[cursor.window[1] if cursor.leave else cursor.window[0]:].any()
+        stop = _stop_reason(still_masked, halted, step == step_cap - 1, ended)
         yield StepRecord(
             step=step, block_index=cursor.block_index, step_in_window=cursor.step_in_window - 1,
-            window=cursor.window, tokens=tokens.copy(), committed=commit, reason=reason, extras=extras,
-            pass_kind=fwd.pass_kind, query_len=fwd.query_len,
+            window=(cursor.window[0], min(cursor.window[1], answer)), tokens=tokens[:answer].copy(),
+            committed=commit[:answer], reason=reason[:answer], edited=settled.edited[:answer],
+            extras={k: v[:answer] for k, v in extras.items()}, pass_kind=fwd.pass_kind, query_len=fwd.query_len,
             forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started, policy_seconds=policy_seconds,
-            stop_reason=stop, cache_bytes=0 if kv is None else kv.nbytes(), **stats,
+            stop_reason=stop, cache_bytes=0 if kv is None else kv.nbytes(),
+            padding_changes=int((commit[answer:] | settled.edited[answer:]).sum()),
+            **{k: v[:answer] for k, v in stats.items()},
         )
-        if halted:
+        if halted or ended:
             return
+
+
+def _unseen(tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Candidate statistics before a pass (a window sized before it sees none): NaN, the tokens."""
+    nan = np.full(tokens.shape[0], np.nan)
+    no = np.zeros(tokens.shape[0], dtype=bool)
+    return {"candidate": tokens, "confidence": nan, "margin": nan, "entropy": nan, "rand": nan,
+            "is_eos_candidate": no, "is_delimiter_candidate": no}
 
 
 def _advance_window(pipeline: Pipeline, cursor: _Cursor, base: dict[str, Any],
                     is_masked: np.ndarray) -> dict[str, np.ndarray]:
-    """Open the next window(s) at the end of a full one, sized from this pass; returns extras."""
+    """Open the next window(s) once the current one is done, sized from `base`; returns extras.
+
+    Done: full, unless the rule asked for another pass on it (`keep`), or the rule left it
+    with masks (`leave`: its schedule is spent).
+    """
     extras: dict[str, np.ndarray] = {}
     length = is_masked.shape[0]
-    while not is_masked[cursor.window[0] : cursor.window[1]].any():
+    while cursor.leave or (not cursor.keep and not is_masked[cursor.window[0] : cursor.window[1]].any()):
         start = cursor.window[1]
         probe = StepView(step_in_window=0, window=(start, length), window_masked_at_start=0, **base)
         end, block_extras = pipeline.block.window_end(probe, start)
@@ -264,16 +361,20 @@ def _advance_window(pipeline: Pipeline, cursor: _Cursor, base: dict[str, Any],
             raise RuntimeError(f"{type(pipeline.block).__name__} returned window [{start}, {end})")
         cursor.window, cursor.block_index, cursor.step_in_window = (start, end), cursor.block_index + 1, 0
         cursor.masked_at_start = int(is_masked[start:end].sum())
+        cursor.leave = False
         extras.update(block_extras)
     return extras
 
 
-def _apply_stop(pipeline: Pipeline, view: StepView, tokens: np.ndarray, commit: np.ndarray,
+def _apply_stop(pipeline: Pipeline, view: StepView, tokens: np.ndarray, commit: np.ndarray, edited: np.ndarray,
                 reason: np.ndarray, canvas_end: int, eos_id: int) -> tuple[bool, int]:
-    """Apply the end-of-text stop in place: fill the cut tail with EOS. Returns (halt, end)."""
+    """Apply the end-of-text stop in place: fill the cut tail with EOS. Returns (halt, end).
+
+    The stop rule sees this step's commits and edits together (an EOS edited in ends a text too).
+    """
     if pipeline.stop is None:
         return False, canvas_end
-    verdict = pipeline.stop.check(view, tokens, commit)
+    verdict = pipeline.stop.check(view, tokens, commit | edited)
     if verdict.cut is not None and verdict.cut < canvas_end:
         tail = np.zeros(tokens.shape[0], dtype=bool)
         tail[verdict.cut : canvas_end] = True
@@ -285,12 +386,14 @@ def _apply_stop(pipeline: Pipeline, view: StepView, tokens: np.ndarray, commit: 
     return verdict.halt, canvas_end
 
 
-def _stop_reason(is_masked: np.ndarray, halted: bool, at_cap: bool) -> str | None:
-    if not is_masked.any():
+def _stop_reason(is_masked: np.ndarray, halted: bool, at_cap: bool, ended: bool) -> str | None:
+    """Why the decode ends after this step, or None. `ended`: no window is left to decode (masks
+    may remain when a rule left its last windows with masks: its step budget ran out)."""
+    if not is_masked.any() and ended:
         return "complete"
     if halted:
         return "eos"
-    return "max_steps" if at_cap else None
+    return "max_steps" if at_cap or ended else None
 
 
 def decode_meta(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,

@@ -26,6 +26,11 @@ class AdapterInfo:
         dtype: torch dtype name of the weights.
         shift_logits: True for Dream (row i is read from the model output at i - 1).
         delimiters: strings that end a semantic step (AdaBlock's default delimiter set).
+        attention: "bidirectional" (LLaDA, Dream), "block_causal" (block diffusion: LLaDA2.x,
+            SDAR, Fast-dLLM v2) or "token_causal".
+        block_length: the block length a block-causal model was trained with, else None.
+        context: what each pass feeds the model: "canvas" (prompt + whole canvas) or
+            "prefix" (prompt + canvas up to the current window's end; block diffusion).
     """
 
     family: str
@@ -38,6 +43,9 @@ class AdapterInfo:
     dtype: str
     shift_logits: bool = False
     delimiters: tuple[str, ...] = ("\n",)
+    attention: str = "bidirectional"
+    block_length: int | None = None
+    context: str = "canvas"
 
     @property
     def stop_token_ids(self) -> tuple[int, ...]:

@@ -105,22 +105,23 @@ def summarize_rows(
         candidate = gumbel_argmax(choosable, temperature, generator)
     else:
         candidate = gumbel_argmax(logits, temperature, generator)
-    log_p = torch.log_softmax(logits.to(softmax_dtype), dim=-1)
-    p = log_p.exp()
-    top2 = p.topk(2, dim=-1).values if p.shape[-1] > 1 else torch.cat([p, torch.zeros_like(p)], -1)
-    entropy = -(p * torch.nan_to_num(log_p, neginf=0.0)).sum(dim=-1)
+    p, margin, entropy = _spread(logits, softmax_dtype)
     if deprioritize_ids:
         kept = logits.to(softmax_dtype).clone()
         kept[:, list(deprioritize_ids)] = float("-inf")
         confidence = torch.softmax(kept, dim=-1).gather(-1, candidate[:, None])[:, 0]
     else:
         confidence = p.gather(-1, candidate[:, None])[:, 0]
-    return PositionStats(
-        candidate=candidate,
-        confidence=confidence,
-        margin=top2[:, 0] - top2[:, 1],
-        entropy=entropy,
-    )
+    return PositionStats(candidate=candidate, confidence=confidence, margin=margin, entropy=entropy)
+
+
+def _spread(logits: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(softmax, top-1 minus top-2 probability, entropy in nats) of each row, in `dtype`."""
+    log_p = torch.log_softmax(logits.to(dtype), dim=-1)
+    p = log_p.exp()
+    top2 = p.topk(2, dim=-1).values if p.shape[-1] > 1 else torch.cat([p, torch.zeros_like(p)], -1)
+    entropy = -(p * torch.nan_to_num(log_p, neginf=0.0)).sum(dim=-1)
+    return p, top2[:, 0] - top2[:, 1], entropy
 
 
 def filter_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
@@ -195,3 +196,26 @@ def multinomial_candidates(
     confidence = probs.gather(-1, candidate[:, None])[:, 0]
     shape = logits.shape[:-1]
     return candidate.view(shape), confidence.view(shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Multinomial:
+    """LLaDA2.x's sampling mode: candidates drawn by `multinomial_candidates` over one block.
+
+    A rule that returns one from `sampler()` gets its candidates this way, at the decode's
+    temperature, instead of through Gumbel-max, and only for the rows of its current block
+    (prompt rows of the first block included, as the reference draws them), so the generator's
+    draws match the reference's.
+    """
+
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def stats(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> PositionStats:
+        """Candidates with their sampled-distribution confidence, plus margin and entropy of the
+        raw softmax (float64) for the views. The mask token is not excluded (nor is it in the
+        reference): an untrained model may draw it."""
+        candidate, confidence = multinomial_candidates(logits, temperature=temperature, top_k=self.top_k,
+                                                       top_p=self.top_p, generator=generator)
+        _, margin, entropy = _spread(logits, torch.float64)
+        return PositionStats(candidate=candidate, confidence=confidence, margin=margin, entropy=entropy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from checkpoints import build_block_llama, build_fast_dllm_v2, build_llada2, build_sdar
@@ -154,14 +155,47 @@ def test_llada2_options_glm4_moe_cannot_express_are_refused_by_name(checkpoints,
         bd.base_config(raw, bd.detect(raw))
 
 
+BLOCKS = {"sdar": 4, "fast_dllm_v2": 8, "block_causal": 4, "llada2": 32}
+
+
 @pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal", "llada2"])
 @pytest.mark.parametrize("trust_remote_code", [False, True])
-def test_load_refuses_block_diffusion_checkpoints_until_the_engine_runs_them(checkpoints, family,
-                                                                           trust_remote_code) -> None:
+def test_load_opens_every_layout_block_causally_on_its_maintained_class(checkpoints, family,
+                                                                      trust_remote_code) -> None:
     from dllm_viz.models import load
+    from dllm_viz.models.block_adapter import BlockDiffusionAdapter
 
-    with pytest.raises(ModelLoadError, match=rf"block-diffusion checkpoint \({family}, block length \d+\)"):
-        load(str(checkpoints[family][0]), device="cpu", trust_remote_code=trust_remote_code)
+    adapter = load(str(checkpoints[family][0]), device="cpu", trust_remote_code=trust_remote_code)
+    assert isinstance(adapter, BlockDiffusionAdapter) and not adapter.uses_remote_code  # never their own code
+    info = adapter.info
+    assert (info.family, info.attention, info.block_length, info.context) == (
+        family, "block_causal", BLOCKS[family], "prefix")
+    assert info.shift_logits == (family == "fast_dllm_v2")
+    assert adapter.tokenizer.convert_ids_to_tokens(info.mask_token_id) == adapter.tokenizer.mask_token
+
+
+@pytest.mark.parametrize("family", ["sdar", "fast_dllm_v2", "block_causal", "llada2"])
+def test_every_layout_decodes_with_block_refinement_and_its_exact_cache_agrees(checkpoints, family) -> None:
+    """The published layouts through the one engine: aligned blocks of the model's own length, the
+    LLaDA2 rule with editing, and the exact prefix cache giving the same tokens for fewer query rows."""
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.engine import decode
+    from dllm_viz.models import load
+    from dllm_viz.policies import AlignedBlocks, BlockRefinementRule, Pipeline
+
+    adapter = load(str(checkpoints[family][0]), device="cpu", dtype="float32")
+    prompt = [10, 11, 12, 13, 14, 15]
+    block = adapter.info.block_length
+    rule, sizer = BlockRefinementRule(block_steps=4), AlignedBlocks(block)
+    traces = {cache: decode(adapter, prompt, Pipeline(rule=rule, block=sizer, cache=cache),  # type: ignore[arg-type]
+                            DecodeConfig(gen_length=2 * block + 3))
+              for cache in ("none", "exact")}
+    plain, cached = traces["none"], traces["exact"]
+    assert plain.final_tokens.tolist() == cached.final_tokens.tolist() and plain.nfe == cached.nfe
+    assert np.array_equal(plain.edited, cached.edited)
+    assert cached.query_len.sum() < plain.query_len.sum()
+    # aligned windows: the first ends at the first block boundary after the prompt
+    assert tuple(plain.window[0]) == (0, block - len(prompt) % block)
 
 
 @pytest.mark.parametrize("family", ["sdar", "block_causal", "llada2"])

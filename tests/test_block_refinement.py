@@ -75,16 +75,16 @@ def test_editing_is_off_for_none_zero_or_negative(off: float | None) -> None:
 
 
 def test_minimal_topk_caps_the_steps_by_gen_length_not_block_length() -> None:
-    assert BlockRefinementRule(steps=32, minimal_topk=2).steps_per_block(gen_length=32) == 16
-    assert BlockRefinementRule(steps=8, minimal_topk=2).steps_per_block(gen_length=256) == 8
+    assert BlockRefinementRule(block_steps=32, minimal_topk=2).steps_per_block(gen_length=32) == 16
+    assert BlockRefinementRule(block_steps=8, minimal_topk=2).steps_per_block(gen_length=256) == 8
     with pytest.raises(ValueError, match="minimal_topk"):
         BlockRefinementRule(minimal_topk=16).steps_per_block(gen_length=8)
 
 
 def test_quota_spreads_the_full_block_length_remainder_first_and_clamps() -> None:
-    rule = BlockRefinementRule(steps=3)
+    rule = BlockRefinementRule(block_steps=3)
     assert [rule.quota(t, block_length=8, gen_length=64) for t in range(5)] == [3, 3, 2, 2, 2]
-    assert BlockRefinementRule(steps=8).quota(7, block_length=4, gen_length=64) == 0
+    assert BlockRefinementRule(block_steps=8).quota(7, block_length=4, gen_length=64) == 0
 
 
 def run_block(rule: BlockRefinementRule, *, block_length: int, gen_length: int, always_edit: bool) -> int:
@@ -104,25 +104,25 @@ def run_block(rule: BlockRefinementRule, *, block_length: int, gen_length: int, 
 
 
 def test_filling_a_block_early_costs_one_extra_pass_even_without_editing() -> None:
-    rule = BlockRefinementRule(steps=8, threshold=0.9, editing_threshold=None)
+    rule = BlockRefinementRule(block_steps=8, commit_threshold=0.9, editing_threshold=None)
     assert run_block(rule, block_length=4, gen_length=64, always_edit=False) == 4 + 1
 
 
 def test_a_block_filled_on_the_last_scheduled_step_takes_no_extra_pass_even_with_edits() -> None:
     for editing in (None, 0.5):
-        rule = BlockRefinementRule(steps=4, threshold=0.9, editing_threshold=editing)
+        rule = BlockRefinementRule(block_steps=4, commit_threshold=0.9, editing_threshold=editing)
         assert run_block(rule, block_length=4, gen_length=64, always_edit=True) == 4
 
 
 def test_post_steps_run_while_edits_continue_up_to_max_post_steps_plus_one() -> None:
-    rule = BlockRefinementRule(steps=8, threshold=0.9, editing_threshold=0.5, max_post_steps=2)
+    rule = BlockRefinementRule(block_steps=8, commit_threshold=0.9, editing_threshold=0.5, max_post_steps=2)
     # four mask steps (each also edits the tokens committed before it), then post-steps
     # numbered 1..3: the pass numbered max_post_steps + 1 runs and then stops the block
     assert run_block(rule, block_length=4, gen_length=64, always_edit=True) == 4 + 3
 
 
 def test_post_steps_stop_at_the_first_pass_without_an_edit() -> None:
-    rule = BlockRefinementRule(steps=8, threshold=0.9, editing_threshold=0.5, max_post_steps=16)
+    rule = BlockRefinementRule(block_steps=8, commit_threshold=0.9, editing_threshold=0.5, max_post_steps=16)
     assert run_block(rule, block_length=4, gen_length=64, always_edit=False) == 4 + 1
 
 
@@ -136,10 +136,9 @@ def test_eos_finishes_only_with_no_mask_before_the_first_eos_of_the_row() -> Non
 
 
 @pytest.mark.parametrize(("field", "value", "hint"), [
-    ("threshold", -0.1, "quota only"), ("threshold", float("nan"), "finite"),
-    ("editing_threshold", float("inf"), "finite"), ("minimal_topk", 0, ">= 1"), ("steps", 2.5, "integer"),
-    ("max_post_steps", -1, ">= 0"), ("temperature", -1.0, "greedy"), ("top_k", -3, "None / 0"),
-    ("top_p", 0.0, "(0, 1]"), ("top_p", 1.5, "(0, 1]"),
+    ("commit_threshold", -0.1, ">= 0"), ("commit_threshold", float("nan"), ">= 0"),
+    ("editing_threshold", float("inf"), "in [-1, 1]"), ("minimal_topk", 0, ">= 1"), ("block_steps", 2.5, "an integer"),
+    ("max_post_steps", -1, ">= 0"), ("top_k", -3, ">= 0"), ("top_p", 0.0, "(0, 1]"), ("top_p", 1.5, "(0, 1]"),
 ])
 def test_bad_knobs_name_the_value_and_the_fix(field: str, value: object, hint: str) -> None:
     with pytest.raises(ValueError, match=rf"`{field}`.*") as err:
@@ -174,7 +173,7 @@ def test_commits_and_edits_equal_diffusers_scheduler_on_random_blocks(settings: 
     block_length, steps = 8, 4
     scheduler = BlockRefinementScheduler()
     scheduler.set_timesteps(steps, block_length=block_length)
-    rule = BlockRefinementRule(steps=steps, threshold=settings["threshold"],
+    rule = BlockRefinementRule(block_steps=steps, commit_threshold=settings["threshold"],
                                editing_threshold=settings["editing_threshold"])
     seen = {"threshold": 0, "quota": 0, "edit": 0}
     for trial in range(60):
@@ -193,16 +192,16 @@ def test_commits_and_edits_equal_diffusers_scheduler_on_random_blocks(settings: 
         assert torch.equal(confidence, ref.sampled_probs[0])
         inputs = BlockInputs(confidence=confidence.numpy(), candidate=candidate.numpy(), tokens=sample.numpy(),
                              is_masked=(sample == MASK).numpy(), is_prompt=prompt_mask.numpy())
-        ours = refine(inputs, rule.quota(step_idx, block_length, gen_length=64), rule.threshold,
+        ours = refine(inputs, rule.quota(step_idx, block_length, gen_length=64), rule.commit_threshold,
                       rule.editing_threshold)
         assert ours.commit.tolist() == ref.transfer_index[0].tolist()
         assert ours.edit.tolist() == ref.editing_transfer_index[0].tolist()
         assert ours.new_tokens.tolist() == ref.prev_sample[0].tolist()
         quota = rule.quota(step_idx, block_length, 64)
-        above = int((inputs.is_masked & (inputs.confidence > rule.threshold)).sum())
+        above = int((inputs.is_masked & (inputs.confidence > rule.commit_threshold)).sum())
         seen["threshold" if above >= quota and ours.commit.any() else "quota"] += 1
         seen["edit"] += int(ours.edit.any())
-    assert seen["quota"] > 0 and (seen["threshold"] > 0 or rule.threshold > 1)
+    assert seen["quota"] > 0 and (seen["threshold"] > 0 or rule.commit_threshold > 1)
     assert (seen["edit"] > 0) == rule.editing_enabled
 
 
@@ -210,7 +209,7 @@ def test_block_continue_rule_equals_diffusers_on_every_combination() -> None:
     scheduler = BlockRefinementScheduler()
     scheduler.set_timesteps(4, block_length=8)
     for editing in (None, 0.5):
-        rule = BlockRefinementRule(steps=4, editing_threshold=editing, max_post_steps=3)
+        rule = BlockRefinementRule(block_steps=4, editing_threshold=editing, max_post_steps=3)
         for step_idx in range(6):
             for post_steps in range(6):
                 for had_masks in (False, True):

@@ -1,16 +1,17 @@
-"""The LLaDA2Pipeline harness records sane steps, and our pieces reproduce it token for token.
+"""The LLaDA2Pipeline harness records sane steps, and our engine reproduces it token for token.
 
-Two levels, the contract for issue #22's engine: fed the pipeline's own candidates and
-confidences, `BlockRefinementRule` makes the same commits and edits and ends every block on the
-same pass (`replay`); and a loop built only from our pieces (`our_loop`: aligned windows,
-prefix-only passes, our sampler, our rule) gives the same answer, NFE and per-pass commits and
-edits on every setting and attention kind. The engine has to become that loop.
+Two levels (issue #22): fed the pipeline's own candidates and confidences, `BlockRefinementRule`
+makes the same commits and edits and ends every block on the same pass (`replay`); and the
+engine (`decode` with `block_refinement` over `aligned` blocks on our block-diffusion adapter,
+loaded by `load`) gives the same answer, NFE and per-pass commits and edits as the pipeline's
+callback_on_step_end reports, on every setting and attention kind; its exact prefix cache
+changes only the cost.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,39 +20,50 @@ import torch
 from checkpoints import build_block_llama
 from llada2_reference import SETTINGS, AttentionWrapper, ReferenceRun, run_reference
 
+from dllm_viz.config import DecodeConfig
+from dllm_viz.engine import decode
 from dllm_viz.models import block_diffusion as bd
-from dllm_viz.policies.aligned_blocks import AlignedCanvas
+from dllm_viz.models import load
+from dllm_viz.models.block_adapter import BlockDiffusionAdapter
+from dllm_viz.policies.aligned_blocks import AlignedBlocks, AlignedCanvas
 from dllm_viz.policies.block_refinement import (
     BlockInputs,
     BlockRefinementRule,
     RefinementState,
     eos_finishes,
 )
-from dllm_viz.sampling import multinomial_candidates
+from dllm_viz.policies.eos_stop import FirstEosStop
+from dllm_viz.policies.pipeline import Pipeline
 
 PROMPT = [10, 11, 12, 13, 14]  # 5 prompt tokens: the first block (B = 8) holds 3 generated positions
 GEN, BLOCK, STEPS = 24, 8, 8
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, int, int]:
-    """The harness model: a peaky random block-causal Llama checkpoint, loaded as issue #22's engine will."""
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, int, int, BlockDiffusionAdapter]:
+    """The harness model: a peaky random block-causal Llama checkpoint, loaded by `load` as a user would."""
     directory, _ = build_block_llama(tmp_path_factory.mktemp("llada2_ref") / "m", block_length=BLOCK, head_scale=60.0)
     cfg = json.loads((Path(directory) / "config.json").read_text())
     spec = bd.detect(cfg)
-    model = bd.load_model(directory, cfg, spec, device=torch.device("cpu"), dtype=torch.float32)
-    return model, int(spec.mask_token_id), int(cfg["eos_token_id"])
+    adapter = load(str(directory), device="cpu", dtype="float32")
+    assert isinstance(adapter, BlockDiffusionAdapter) and adapter.info.block_length == BLOCK
+    return adapter.model, int(spec.mask_token_id), int(cfg["eos_token_id"]), adapter
 
 
 def reference(setup, attention: str, setting: str, seed: int = 0) -> ReferenceRun:
-    model, mask_id, eos_id = setup
+    model, mask_id, eos_id, _ = setup
     return run_reference(AttentionWrapper(model, attention, BLOCK), PROMPT, gen_length=GEN, block_length=BLOCK,
                          mask_token_id=mask_id, eos_token_id=eos_id, steps=STEPS, seed=seed, **SETTINGS[setting])
 
 
+OUR_NAMES = {"threshold": "commit_threshold"}  # the pipeline's keyword -> our knob (one name, one meaning)
+
+
 def rule_for(setting: str) -> BlockRefinementRule:
+    """Our rule for one of the pipeline's settings (its sampling and stop keywords go elsewhere)."""
     names = {f.name for f in fields(BlockRefinementRule)}
-    return BlockRefinementRule(steps=STEPS, **{k: v for k, v in SETTINGS[setting].items() if k in names})
+    options = {OUR_NAMES.get(k, k): v for k, v in SETTINGS[setting].items()}
+    return BlockRefinementRule(block_steps=STEPS, **{k: v for k, v in options.items() if k in names})
 
 
 def replay(run: ReferenceRun, setting: str, mask_id: int, eos_id: int) -> np.ndarray:
@@ -96,7 +108,7 @@ ATTENTIONS = ["bidirectional", "token_causal", "block_causal"]
 @pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_our_rule_replays_every_pipeline_pass(setup, attention: str, setting: str) -> None:
-    _, mask_id, eos_id = setup
+    _, mask_id, eos_id, _ = setup
     run = reference(setup, attention, setting)
     assert run.nfe == len(run.steps) == run.steps[-1].global_step + 1
     assert [s.global_step for s in run.steps] == list(range(run.nfe))
@@ -110,7 +122,7 @@ def test_our_rule_replays_every_pipeline_pass(setup, attention: str, setting: st
 @pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_recorded_steps_are_sane(setup, attention: str, setting: str) -> None:
-    _, mask_id, _ = setup
+    _, mask_id, _, _ = setup
     run = reference(setup, attention, setting)
     rule = rule_for(setting)
     current: dict[int, int] = {}  # generated position -> token, as the steps leave it
@@ -142,7 +154,7 @@ def test_recorded_steps_are_sane(setup, attention: str, setting: str) -> None:
 
 
 def test_the_settings_exercise_what_they_name(setup) -> None:
-    _, mask_id, eos_id = setup
+    _, mask_id, eos_id, _ = setup
     runs = {name: reference(setup, "block_causal", name) for name in SETTINGS}
     assert runs["defaults"].num_edits > 0 and any(s.is_post_step for s in runs["defaults"].steps)
     assert runs["no_editing"].num_edits == 0
@@ -168,52 +180,73 @@ def test_attention_kinds_give_different_runs(setup) -> None:
     assert len(set(sequences.values())) == 3
 
 
-def our_loop(setup, attention: str, setting: str, seed: int = 0) -> tuple[list[int], int, list[tuple[dict, dict]]]:
-    """The decode issue #22's engine must run, written with our pieces only: AlignedCanvas windows,
-    prefix-only passes under the 4-D mask, `multinomial_candidates` over the whole block from one
-    generator, `BlockRefinementRule` and `eos_finishes`. Returns (answer, NFE, per-pass commits/edits)."""
-    model, mask_id, eos_id = setup
-    rule, eos_stop = rule_for(setting), SETTINGS[setting].get("eos_early_stop", False)
-    geometry = AlignedCanvas(len(PROMPT), GEN, BLOCK)
-    x = torch.full((geometry.total_length,), mask_id)
-    x[: len(PROMPT)] = torch.tensor(PROMPT)
-    real = (torch.arange(geometry.total_length) < len(PROMPT) + GEN).long()[None]
-    masks = AttentionWrapper(model, attention, BLOCK)
-    generator, nfe, passes, finished = torch.Generator().manual_seed(seed), 0, [], False
-    for lo, hi in geometry.windows:
-        state = RefinementState()
-        while True:
-            with torch.no_grad():
-                logits = model(input_ids=x[None, :hi], attention_mask=masks.four_d_mask(real[:, :hi]),
-                               position_ids=torch.arange(hi)[None], use_cache=False).logits[0, lo:hi]
-            nfe += 1
-            candidate, confidence = multinomial_candidates(logits, temperature=rule.temperature, top_k=rule.top_k,
-                                                           top_p=rule.top_p, generator=generator)
-            tokens = x[lo:hi].numpy().copy()
-            inputs = BlockInputs(confidence=confidence.numpy(), candidate=candidate.numpy(), tokens=tokens,
-                                 is_masked=tokens == mask_id, is_prompt=np.arange(lo, hi) < len(PROMPT))
-            had_masks = bool(inputs.is_masked.any())
-            decision, state = rule.decide(inputs, state, block_length=BLOCK, gen_length=GEN)
-            x[lo:hi] = torch.from_numpy(decision.new_tokens)
-            passes.append(({lo + int(p): int(candidate[p]) for p in np.flatnonzero(decision.commit)},
-                           {lo + int(p): (int(tokens[p]), int(candidate[p])) for p in np.flatnonzero(decision.edit)}))
-            changed = decision.commit | decision.edit
-            prefix = x[:hi].numpy()
-            finished = eos_stop and eos_finishes(prefix == eos_id, prefix == mask_id, len(PROMPT),
-                                                 bool((inputs.candidate[changed] == eos_id).any()))
-            if not rule.should_continue(state, had_masks=had_masks, edited=bool(decision.edit.any()),
-                                        finished=finished, gen_length=GEN):
-                break
-        if finished:
-            break
-    return x[len(PROMPT) : len(PROMPT) + GEN].tolist(), nfe, passes
+def engine_adapter(setup, attention: str) -> BlockDiffusionAdapter:
+    """The harness model behind our block-diffusion adapter, attending as `attention` says."""
+    adapter = setup[3]
+    return BlockDiffusionAdapter(adapter.model, adapter.tokenizer, replace(adapter.info, attention=attention))
+
+
+def engine_pipeline(setting: str, cache: str = "none") -> tuple[Pipeline, DecodeConfig]:
+    """Our pipeline and decode config for one of the reference's settings."""
+    settings = SETTINGS[setting]
+    rule = rule_for(setting)
+    stop = FirstEosStop() if settings.get("eos_early_stop") else None
+    pipeline = Pipeline(rule=rule, block=AlignedBlocks(BLOCK), stop=stop, cache=cache)  # type: ignore[arg-type]
+    return pipeline, DecodeConfig(gen_length=GEN, temperature=settings.get("temperature", 0.0), seed=3)
+
+
+def engine_passes(trace) -> list[tuple[dict, dict]]:
+    """Per pass: {row: token} committed and {row: (old, new)} edited, in row positions (prompt
+    included) as the reference records them."""
+    p = len(PROMPT)
+    out = []
+    for s in range(trace.num_steps):
+        before, after = trace.tokens[s], trace.tokens[s + 1]
+        out.append(({p + int(i): int(after[i]) for i in np.flatnonzero(trace.committed[s])},
+                    {p + int(i): (int(before[i]), int(after[i])) for i in np.flatnonzero(trace.edited[s])}))
+    return out
+
+
+def answer_rows(run: ReferenceRun, mask_id: int) -> list[tuple[dict, dict]]:
+    """The reference's passes as our trace records them: answer rows only (padding is decoded but
+    not recorded), and no commit of the mask token itself (it changes nothing; the position stays
+    open in both)."""
+    end = run.prompt_length + run.gen_length
+    return [({k: v for k, v in s.commits.items() if k < end and v != mask_id},
+             {k: v for k, v in s.edits.items() if k < end}) for s in run.steps]
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
 @pytest.mark.parametrize("setting", list(SETTINGS))
-def test_a_loop_of_our_pieces_equals_the_pipeline_token_for_token(setup, attention: str, setting: str) -> None:
+def test_the_engine_equals_the_pipeline_token_for_token(setup, attention: str, setting: str) -> None:
     run = reference(setup, attention, setting, seed=3)
-    answer, nfe, passes = our_loop(setup, attention, setting, seed=3)
-    assert nfe == run.nfe
-    assert passes == [(step.commits, step.edits) for step in run.steps]
-    assert answer == run.sequence
+    trace = decode(engine_adapter(setup, attention), PROMPT, *engine_pipeline(setting))
+    assert trace.nfe == run.nfe
+    assert trace.final_tokens.tolist() == run.sequence
+    assert engine_passes(trace) == answer_rows(run, mask_id=setup[1])
+    # the windows, in generated positions: the reference's blocks less their prompt rows
+    windows = [(max(lo, len(PROMPT)) - len(PROMPT), min(hi, len(PROMPT) + GEN) - len(PROMPT))
+               for lo, hi in (s.window for s in run.steps)]
+    assert [tuple(w) for w in trace.window.tolist()] == windows
+    assert trace.meta.stop_reason == ("eos" if setting == "eos_early_stop" else trace.meta.stop_reason)
+
+
+@pytest.mark.parametrize("setting", ["defaults", "no_editing", "temperature_1", "eos_early_stop"])
+@pytest.mark.parametrize("attention", ["block_causal", "token_causal"])
+def test_the_exact_prefix_cache_changes_nothing_but_the_cost(setup, attention: str, setting: str) -> None:
+    adapter = engine_adapter(setup, attention)
+    plain = decode(adapter, PROMPT, *engine_pipeline(setting))
+    cached = decode(adapter, PROMPT, *engine_pipeline(setting, cache="exact"))
+    assert cached.final_tokens.tolist() == plain.final_tokens.tolist()
+    assert cached.nfe == plain.nfe
+    assert np.array_equal(cached.committed, plain.committed) and np.array_equal(cached.edited, plain.edited)
+    np.testing.assert_allclose(cached.confidence, plain.confidence, rtol=1e-4, atol=1e-5)
+    # cheaper as soon as a second block is decoded (an early EOS may end the run in the first)
+    assert cached.query_len.sum() <= plain.query_len.sum()
+    assert (cached.query_len.sum() < plain.query_len.sum()) == (plain.block_index.max() > 0)
+    assert set(cached.meta.pass_kind_names[k] for k in cached.pass_kind) == {"exact_cached"}
+
+
+def test_the_exact_cache_is_refused_where_it_would_not_be_exact(setup) -> None:
+    with pytest.raises(ValueError, match="with bidirectional attention"):
+        decode(engine_adapter(setup, "bidirectional"), PROMPT, *engine_pipeline("defaults", cache="exact"))

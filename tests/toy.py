@@ -36,7 +36,8 @@ class ToyAdapter(ModelAdapter):
         model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
         super().__init__(model, tokenizer=None, info=info)
 
-    def logits(self, tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, *, last: int | None = None, valid: int | None = None) -> torch.Tensor:
+        # `valid` (aligned blocks' padding) is ignored: the toy is a function of the whole row.
         return self._toy_logits(tokens)[-(last or tokens.shape[0]) :]
 
     def _toy_logits(self, tokens: torch.Tensor) -> torch.Tensor:

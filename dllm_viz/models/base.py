@@ -14,6 +14,7 @@ import torch
 
 from dllm_viz.model_facts import AdapterInfo
 from dllm_viz.models.bidirectional import full_attention_mask
+from dllm_viz.models.block_causal import block_causal_mask
 from dllm_viz.models.kv_cache import WindowKVCache
 
 
@@ -55,14 +56,25 @@ class ModelAdapter:
         """Device of the weights."""
         return torch.device(self.info.device)
 
+    def attention_mask(self, query_start: int, key_length: int, valid: int | None) -> torch.Tensor:
+        """Additive 4-D mask for queries [query_start, key_length): every key visible, except keys
+        at or after `valid` (the padding aligned blocks add past the answer)."""
+        dtype = next(self.model.parameters()).dtype
+        if valid is None or valid >= key_length:
+            return full_attention_mask(key_length - query_start, key_length, dtype=dtype, device=self.device)
+        key_valid = torch.arange(key_length, device=self.device) < valid
+        return block_causal_mask(key_length, key_length, query_start=query_start, key_valid=key_valid, dtype=dtype,
+                                 device=self.device)
+
     @torch.inference_mode()
-    def logits(self, tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, *, last: int | None = None, valid: int | None = None) -> torch.Tensor:
         """Logits for a 1-D sequence of token ids: row i is the distribution of position i.
 
         Args:
             tokens: long tensor (seq,) on any device.
             last: return only the rows of the last `last` positions (the canvas); the LM head
                 then skips the prompt rows, which saves memory and time on large vocabularies.
+            valid: positions at or after it are padding: hidden as keys from every query.
 
         Returns:
             Tensor (last or seq, vocab) in the model dtype on the model's device.
@@ -73,11 +85,14 @@ class ModelAdapter:
         extra = 1 if self.info.shift_logits and last < n else 0
         keep = last + extra
         if self.uses_remote_code:
+            if valid is not None and valid < n:
+                raise ValueError("a remote-code model takes no attention mask, so the padding of aligned blocks "
+                                 "cannot be hidden from it; pick a gen_length that makes prompt + gen_length a "
+                                 "multiple of the block length, or use block='fixed'")
             out = self.model(input_ids=ids).logits[0][-keep:]
         else:
-            dtype = next(self.model.parameters()).dtype
-            mask = full_attention_mask(n, n, dtype=dtype, device=self.device)
-            out = self.model(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=keep).logits[0]
+            out = self.model(input_ids=ids, attention_mask=self.attention_mask(0, n, valid), use_cache=False,
+                             logits_to_keep=keep).logits[0]
         # With the extra row, row j of out[:-1] is the output at the position before row j's.
         return out[:-1] if extra else self._shift(out)
 

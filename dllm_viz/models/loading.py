@@ -1,7 +1,8 @@
 """`load(name_or_path)`: pick the family from config.json and build a ModelAdapter.
 
 Families (docs/DESIGN.md §3) are the rows of families.FAMILIES, each run bidirectionally on its
-maintained transformers class; anything else only with `trust_remote_code=True`.
+maintained transformers class; block-diffusion checkpoints (block_diffusion.py) run block-causally
+on theirs; anything else only with `trust_remote_code=True`.
 Special ids come from config.json or the tokenizer, never from literals in the engine. Every
 transformers call is told `trust_remote_code` explicitly and can never ask about it on stdin.
 """
@@ -78,10 +79,12 @@ def load(
     """
     directory = _local_directory(name_or_path)
     raw = _read_config(directory)
-    _refuse_block_diffusion(name_or_path, raw)
+    spec = block_diffusion.detect(raw)  # before the LLaDA test, which would claim "LLaDA2MoeModelLM"
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     tokenizer = _load_tokenizer(directory, name_or_path, trust_remote_code)
+    if spec is not None:
+        return _block(spec, name_or_path, directory, raw, tokenizer, dev, torch_dtype)
     family = families.detect(raw, directory)
     if family is not None:
         return _native(family, name_or_path, directory, raw, tokenizer, dev, torch_dtype)
@@ -93,22 +96,6 @@ def load(
         f"({', '.join(f.name for f in families.FAMILIES)}); pass trust_remote_code=True "
         "(CLI: --trust-remote-code) to run its own code"
     )
-
-
-def _refuse_block_diffusion(name_or_path: str, raw: dict[str, Any]) -> None:
-    """Block-diffusion layouts need block-causal, prefix-only passes the engine cannot run yet.
-
-    Checked before the LLaDA test, which would otherwise claim LLaDA2.x ("LLaDA2MoeModelLM")
-    and fail on its missing OLMo keys; remote code is refused too, since the engine would drive
-    it over the whole canvas with the wrong attention.
-    """
-    spec = block_diffusion.detect(raw)
-    if spec is not None:
-        raise ModelLoadError(
-            f"{name_or_path!r} is a block-diffusion checkpoint ({spec.family}, block length "
-            f"{spec.block_length}); dllm_viz cannot decode block-diffusion models yet (issue #22), "
-            "use a LLaDA, Dream or tiny checkpoint"
-        )
 
 
 def _local_directory(name_or_path: str) -> Path:
@@ -207,6 +194,7 @@ def _info(
     *,
     shift_logits: bool = False,
     delimiters: tuple[str, ...] = ("\n",),
+    block_length: int | None = None,
 ) -> AdapterInfo:
     """The adapter's facts; ids the checkpoint states win over the tokenizer's, and all are range-checked."""
     mask_id = tokens.stated_ids.get("mask_token_id")
@@ -243,6 +231,8 @@ def _info(
         dtype=str(param.dtype).removeprefix("torch."),
         shift_logits=shift_logits,
         delimiters=delimiters,
+        **({} if block_length is None else {"attention": "block_causal", "block_length": block_length,
+                                            "context": "prefix"}),
     )
 
 
@@ -287,3 +277,31 @@ def _remote(
     tokens = SpecialTokens(families.stated_special_ids(raw), mask_token=None, eot_token=None)
     info = _info("remote", name_or_path, tokenizer, model, tokens)
     return ModelAdapter(model, tokenizer, info, uses_remote_code=True)
+
+
+# The mask token's text in the published block-diffusion tokenizers (LLaDA2.x: "<|mask|>"; SDAR and
+# Fast-dLLM v2 state theirs as the tokenizer's mask token or in config.json).
+_BLOCK_MASK_TOKEN = "<|mask|>"
+
+
+def _block(
+    spec: block_diffusion.BlockDiffusionSpec,
+    name_or_path: str,
+    directory: Path,
+    raw: dict[str, Any],
+    tokenizer: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> ModelAdapter:
+    """A block-diffusion checkpoint on its maintained class, attending block-causally (block_diffusion.py)."""
+    from dllm_viz.models.block_adapter import BlockDiffusionAdapter
+
+    model = block_diffusion.load_model(directory, raw, spec, device=device, dtype=dtype)
+    stated = families.stated_special_ids(raw)
+    if spec.mask_token_id is not None:
+        stated["mask_token_id"] = spec.mask_token_id
+    mask_text = getattr(tokenizer, "mask_token", None) or _BLOCK_MASK_TOKEN
+    info = _info(spec.family, name_or_path, tokenizer, model, SpecialTokens(stated, mask_token=mask_text,
+                                                                            eot_token=None),
+                 shift_logits=spec.shift_logits, block_length=spec.block_length)
+    return BlockDiffusionAdapter(model, tokenizer, info)

@@ -14,6 +14,8 @@ from typing import Any
 # Public name -> the module under dllm_viz.policies that defines it.
 _EXPORTS: dict[str, str] = {
     "AdaBlock": "adablock",
+    "AlignedBlocks": "aligned_blocks",
+    "BlockRefinementRule": "block_refinement",
     "BLOCKS": "registry",
     "BlockSizer": "base",
     "COMMIT_REASONS": "base",
@@ -25,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "EosStop": "eos_stop",
     "Extrapolator": "base",
     "FactorPolicy": "factor",
+    "FirstEosStop": "eos_stop",
     "FixedBlocks": "blocks",
     "FixedStepsPolicy": "fixed_steps",
     "KalmanExtrapolation": "kalman",

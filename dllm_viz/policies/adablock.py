@@ -37,6 +37,7 @@ class AdaBlock(BlockSizer):
     """
 
     name: ClassVar[str] = "adablock"
+    reads_pass: ClassVar[bool] = True
     init_block_length: int = knob(32, "AdaBlock fallback block size B0", within=">= 1")
     delimiter_threshold: float | None = knob(None, "AdaBlock tau_D; None = the model family's default", within="[0, 1]")
     lookahead_fraction: float = knob(0.25, "AdaBlock look-ahead window as a fraction of gen_length", within="(0, 1]")

@@ -2,12 +2,20 @@
 
 Blocks tile the whole row from position 0, prompt included, and the canvas is padded up to a
 whole number of blocks (docs/PARADIGMS.md, "The canvas and its blocks"). Pure arithmetic on
-lengths; it knows nothing about tokens, models or the engine's window bookkeeping.
+lengths (AlignedCanvas) and the block sizer built on it (AlignedBlocks).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from dllm_viz.policies.base import BlockSizer, StepView
+from dllm_viz.policies.blocks import BLOCK_LENGTH_HELP
+from dllm_viz.policies.knobs import check_knobs, knob
 
 
 @dataclass(frozen=True)
@@ -54,3 +62,35 @@ class AlignedCanvas:
     def prompt_in_window(self, window: tuple[int, int]) -> int:
         """How many leading positions of `window` are prompt (never committed or edited)."""
         return max(0, min(self.prompt_length, window[1]) - window[0])
+
+
+@dataclass(frozen=True)
+class AlignedBlocks(BlockSizer):
+    """Windows on absolute-aligned blocks of `block_length` rows, prompt included (LLaDA2.x, SDAR).
+
+    Rule: blocks tile the row from position 0; the first window holds the generated positions of
+    the block the prompt ends in, and the canvas is padded to a whole number of blocks (the
+    padding is decoded but hidden from the model and not part of the answer). Paper: "LLaDA2.0:
+    Scaling Up Diffusion Language Models to 100B", arXiv 2512.15745; diffusers 0.42.1
+    `LLaDA2Pipeline`. Unlike `fixed`, windows do not start at the prompt's end and any gen_length
+    works; a block-causal model's own block length is the natural choice.
+    """
+
+    name: ClassVar[str] = "aligned"
+    block_length: int = knob(32, BLOCK_LENGTH_HELP, within=">= 1")
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
+
+    def validate(self, gen_length: int) -> None:
+        """Any gen_length tiles: the canvas is padded to whole blocks."""
+
+    def canvas_padding(self, prompt_length: int, gen_length: int) -> int:
+        return AlignedCanvas(prompt_length, gen_length, self.block_length).padding
+
+    def block_start(self, prompt_length: int, start: int) -> int:
+        return (prompt_length + start) // self.block_length * self.block_length
+
+    def window_end(self, view: StepView, start: int) -> tuple[int, Mapping[str, np.ndarray]]:
+        end = self.block_start(view.prompt_length, start) + self.block_length - view.prompt_length
+        return min(end, view.gen_length), {}

@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-# Why a position was committed (docs/ALGORITHMS.md §0.4). Stored as int8 codes in traces; the
-# names travel with every saved trace so old files stay readable if the list grows.
+# Why a position was committed (docs/ALGORITHMS.md §0.4), or "edit": a committed token replaced
+# (block refinement). Stored as int8 codes in traces; the names travel with every saved trace so
+# old files stay readable if the list grows (append only).
 COMMIT_REASONS: tuple[str, ...] = (
     "quota",
     "forced_top1",
@@ -30,6 +31,7 @@ COMMIT_REASONS: tuple[str, ...] = (
     "first_token",
     "eos_stop",
     "random",
+    "edit",
 )
 NO_REASON = -1
 
@@ -62,6 +64,13 @@ class StepView:
         is_delimiter_candidate: True where the candidate is a delimiter (newline by default;
             AdaBlock's semantic step boundaries).
         canvas_end: positions at or after this were cut by an end-of-text stop (not decoded).
+        block_length: the block sizer's fixed window length (None for variable windows).
+        prompt_length: tokens of prompt before position 0 (aligned blocks count from them).
+        padding: trailing positions past the answer: decoded like the others (aligned blocks
+            pad the canvas to whole blocks) but hidden from the model and never recorded.
+        eos_token_id: the model's end-of-sequence id (stop rules compare tokens with it).
+        mask_token_id: the model's mask id (a sampled candidate may be it; see commit_step).
+        prompt_has_eos: the prompt holds that id (LLaDA2's early stop never fires then).
     """
 
     step: int
@@ -78,11 +87,22 @@ class StepView:
     window_masked_at_start: int
     is_delimiter_candidate: np.ndarray | None = None
     canvas_end: int | None = None
+    block_length: int | None = None
+    prompt_length: int = 0
+    padding: int = 0
+    eos_token_id: int | None = None
+    mask_token_id: int | None = None
+    prompt_has_eos: bool = False
 
     @property
     def gen_length(self) -> int:
-        """Number of generated positions."""
+        """Number of canvas positions (the arrays' length; padding included)."""
         return int(self.tokens.shape[0])
+
+    @property
+    def answer_length(self) -> int:
+        """Positions the answer may use: the requested gen_length, padding excluded."""
+        return self.gen_length - self.padding
 
     @cached_property
     def in_window(self) -> np.ndarray:
@@ -109,11 +129,22 @@ class Decision:
         commit: positions to commit now (the engine clips it to masked & window).
         reason: per-position commit reason code (see COMMIT_REASONS), NO_REASON elsewhere.
         extras: named per-position float arrays recorded into the trace (e.g. persistence).
+        edit: committed positions of the window whose token becomes their candidate (block
+            refinement), or None; the engine clips it to committed, in-window, changed tokens
+            and records every edit.
+        keep_window: True: another pass on this window even if it is full (a post-step);
+            False: leave it after this pass even if masks remain (the rule's schedule is
+            spent); None: the engine's default (leave once full).
+        allow_empty: the step may commit nothing (post-steps, a zero quota); otherwise the
+            engine commits the most confident open position to guarantee progress.
     """
 
     commit: np.ndarray
     reason: np.ndarray
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+    edit: np.ndarray | None = None
+    keep_window: bool | None = None
+    allow_empty: bool = False
 
     @classmethod
     def of(
@@ -155,6 +186,17 @@ class CommitRule(Protocol):
         """Decide this step's commits and return the next state."""
         ...
 
+    def pass_bound(self, canvas_length: int, block_length: int | None) -> int | None:
+        """Most forward passes the rule can take over `canvas_length` positions, when that can exceed
+        one per position (DecodeConfig's default step cap); None = one per position suffices."""
+        return None
+
+    def sampler(self) -> Any:
+        """How candidates are drawn for this rule: None = the engine's Gumbel-max with the
+        DecodeConfig temperature; a `sampling.Multinomial` = LLaDA2's multinomial sampling over
+        the window's block only, at that temperature with the rule's top-k / top-p."""
+        return None
+
 
 @runtime_checkable
 class BlockSizer(Protocol):
@@ -171,6 +213,18 @@ class BlockSizer(Protocol):
     name: ClassVar[str]
     block_length: int | None = None
     delimiters: tuple[str, ...] | None = None
+    # Whether window_end reads the window's first pass (AdaBlock). Sizers that do not are asked
+    # before the pass, so a prefix-only model (block diffusion) knows how far to run.
+    reads_pass: ClassVar[bool] = False
+
+    def canvas_padding(self, prompt_length: int, gen_length: int) -> int:
+        """Positions the canvas needs past gen_length to hold whole windows (default none)."""
+        return 0
+
+    def block_start(self, prompt_length: int, start: int) -> int:
+        """Row (prompt included) where the block of the window opening at `start` begins: the
+        rows a block-wise sampler draws over. Default: the window's own first row."""
+        return prompt_length + start
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> BlockSizer:
         """This sizer with model-family defaults filled where left unset (default: unchanged)."""

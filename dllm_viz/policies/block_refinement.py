@@ -2,20 +2,22 @@
 
 The decision of diffusers' `BlockRefinementScheduler.step` (mask mode) and the block loop's
 continue test, as pure numpy over the positions of one block (docs/PARADIGMS.md, "Block
-refinement"). It knows nothing about models, logits or the canvas: the engine samples the
-candidates, applies the decision and tracks end-of-text; this module says what to change.
+refinement"), and the commit rule that plugs them into the engine. It knows nothing about
+models or logits: the engine samples the candidates (the rule's `sampler`), applies the decision
+and tracks end-of-text; this module says what to change.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import top_k_mask
+from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import transfer_schedule
+from dllm_viz.sampling import Multinomial
 
 
 @dataclass(frozen=True)
@@ -122,63 +124,80 @@ def eos_finishes(is_eos: np.ndarray, is_masked: np.ndarray, prompt_length: int, 
     return not bool(is_masked[prompt_length : int(found[0])].any())
 
 
-def _check_threshold(name: str, value: float | None, *, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        raise ValueError(f"`{name}` must be a finite number, got {value!r}")
-
-
 @dataclass(frozen=True)
-class BlockRefinementRule:
+class BlockRefinementRule(CommitRule):
     """LLaDA2.x's rule: commit by confidence with a per-step quota, edit committed tokens.
 
-    Rule: at step t of a block, the masked positions whose confidence clears `threshold` are
-    committed if there are at least n[t] of them (n spreads `block_length` over `steps`), else
+    Rule: at step t of a block, the masked positions whose confidence clears `commit_threshold`
+    are committed if there are at least n[t] of them (n spreads `block_length` over `block_steps`), else
     the n[t] most confident. With editing on, a committed non-prompt token of the block is
     replaced when the model now prefers another one with confidence above `editing_threshold`;
     once the block is full, extra passes run while edits keep happening (at most
     `max_post_steps` + 1 of them, the reference's bound). `minimal_topk` only caps the steps.
     Paper: "LLaDA2.0: Scaling Up Diffusion Language Models to 100B", arXiv 2512.15745; defaults
-    mirror diffusers 0.42.1 `LLaDA2Pipeline.__call__`.
-    Unlike `threshold`, the fallback is a quota rather than one position, and tokens can change
-    after they are committed.
+    mirror diffusers 0.42.1 `LLaDA2Pipeline.__call__` (its `threshold` and `num_inference_steps` are
+    `commit_threshold` and `block_steps` here: those names mean something else in other rules).
+    Unlike `threshold`, the fallback is a quota rather than one position, candidates are drawn by
+    multinomial sampling over the block (`sampler`, at the decode's temperature: 0 = greedy), and
+    tokens can change after they are committed. Runs over `aligned` (or `fixed`) blocks.
     """
 
     name: ClassVar[str] = "block_refinement"
-    steps: int = field(default=32, metadata={"help": "refinement steps per block (num_inference_steps)"})
-    threshold: float = field(
-        default=0.7, metadata={"help": "confidence a masked position needs to be committed; > 1 = quota only"}
-    )
-    editing_threshold: float | None = field(
-        default=0.5, metadata={"help": "confidence an edit needs; None or <= 0 disables editing"}
-    )
-    minimal_topk: int = field(default=1, metadata={"help": "caps steps at gen_length // minimal_topk"})
-    max_post_steps: int = field(default=16, metadata={"help": "bound on extra passes after a block is full"})
-    temperature: float = field(default=0.0, metadata={"help": "0 = greedy; else multinomial sampling"})
-    top_k: int | None = field(default=None, metadata={"help": "keep the k most likely tokens; None or 0 = all"})
-    top_p: float | None = field(default=None, metadata={"help": "nucleus mass in (0, 1]; None = all"})
+    block_steps: int = knob(32, "refinement steps per block (LLaDA2 num_inference_steps)", within=">= 1")
+    commit_threshold: float = knob(0.7, "confidence a masked position needs to be committed (LLaDA2 threshold); "
+                                        "> 1 = quota only", within=">= 0")
+    editing_threshold: float | None = knob(0.5, "confidence an edit of a committed token needs; None or <= 0 = "
+                                                "no editing", within="[-1, 1]")
+    minimal_topk: int = knob(1, "caps the steps at gen_length // minimal_topk", within=">= 1")
+    max_post_steps: int = knob(16, "bound on extra passes after a block is full, while edits continue",
+                               within=">= 0")
+    top_k: int | None = knob(None, "sample among the k most likely tokens; None or 0 = all", within=">= 0")
+    top_p: float | None = knob(None, "nucleus mass to sample from; None = all", within="(0, 1]")
 
     def __post_init__(self) -> None:
-        for name in ("steps", "minimal_topk", "max_post_steps"):
-            value = getattr(self, name)
-            low = 0 if name == "max_post_steps" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}")
-        _check_threshold("threshold", self.threshold, allow_none=False)
-        if self.threshold < 0:
-            raise ValueError(f"`threshold` must be >= 0 (use a value > 1 to commit by quota only), "
-                             f"got {self.threshold!r}")
-        _check_threshold("editing_threshold", self.editing_threshold, allow_none=True)
-        _check_threshold("temperature", self.temperature, allow_none=False)
-        if self.temperature < 0:
-            raise ValueError(f"`temperature` must be >= 0 (0 = greedy), got {self.temperature!r}")
-        if self.top_k is not None and (not isinstance(self.top_k, int) or isinstance(self.top_k, bool)
-                                       or self.top_k < 0):
-            raise ValueError(f"`top_k` must be a non-negative integer, or None / 0 to keep all tokens, "
-                             f"got {self.top_k!r}")
-        if self.top_p is not None and not (isinstance(self.top_p, int | float) and 0.0 < self.top_p <= 1.0):
-            raise ValueError(f"`top_p` must be in (0, 1], or None to keep all tokens, got {self.top_p!r}")
+        check_knobs(self)
+
+    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
+        if block_length is None:
+            raise ValueError("block_refinement needs windows of one fixed length for its quota schedule; "
+                             "use block='aligned' (or 'fixed'), not a variable-window sizer")
+        self.steps_per_block(gen_length)
+
+    def init_state(self, gen_length: int) -> RefinementState:
+        return RefinementState()
+
+    def pass_bound(self, canvas_length: int, block_length: int | None) -> int | None:
+        """Every block (one more for the prompt's partial one) can take its steps plus the post-steps."""
+        blocks = -(-canvas_length // (block_length or canvas_length)) + 1
+        return blocks * (self.block_steps + self.max_post_steps + 1)
+
+    def sampler(self) -> Multinomial:
+        return Multinomial(self.top_k, self.top_p)
+
+    def step(self, view: StepView, state: RefinementState) -> tuple[Decision, RefinementState]:
+        """The reference's pass over the current block, as a Decision with edits and the block's
+        continue test as `keep_window`."""
+        if view.step_in_window == 0:
+            state = RefinementState()
+        if view.block_length is None:
+            raise ValueError("block_refinement needs a fixed block length; use block='aligned'")
+        lo, hi = view.window
+        inputs = BlockInputs(confidence=np.asarray(view.confidence[lo:hi], dtype=np.float32),
+                             candidate=view.candidate[lo:hi], tokens=view.tokens[lo:hi],
+                             is_masked=view.is_masked[lo:hi], is_prompt=np.zeros(hi - lo, dtype=bool))
+        had_masks = bool(inputs.is_masked.any())
+        decided, state = self.decide(inputs, state, block_length=view.block_length, gen_length=view.answer_length)
+        commit = np.zeros(view.gen_length, dtype=bool)
+        commit[lo:hi] = decided.commit
+        edit = np.zeros(view.gen_length, dtype=bool)
+        edit[lo:hi] = decided.edit
+        more = self.should_continue(state, had_masks=had_masks, edited=bool(decided.edit.any()), finished=False,
+                                    gen_length=view.answer_length)
+        codes = np.where(commit, reason_code("threshold"), NO_REASON).astype(np.int8)
+        above = np.asarray(view.confidence, dtype=np.float32) > self.commit_threshold
+        quota_only = commit & ~(view.is_masked & above)
+        codes[quota_only] = reason_code("quota")
+        return Decision(commit=commit, reason=codes, edit=edit, keep_window=more, allow_empty=True), state
 
     @property
     def editing_enabled(self) -> bool:
@@ -187,7 +206,7 @@ class BlockRefinementRule:
 
     def steps_per_block(self, gen_length: int) -> int:
         """Refinement steps per block: `steps` capped at gen_length // minimal_topk (sic: not the block)."""
-        capped = min(self.steps, gen_length // self.minimal_topk)
+        capped = min(self.block_steps, gen_length // self.minimal_topk)
         if capped < 1:
             raise ValueError(f"`minimal_topk`={self.minimal_topk} exceeds gen_length={gen_length}, leaving no "
                              "steps; lower minimal_topk or raise gen_length")
@@ -202,13 +221,12 @@ class BlockRefinementRule:
                gen_length: int) -> tuple[RefinementDecision, RefinementState]:
         """This pass's decision and the state after it (the reference's inner-loop bookkeeping).
 
-        Named apart from the CommitRule protocol's `step(view, state)`, which this rule gains
-        when the engine's Decision carries edits (issue #22).
+        The reference's own bookkeeping over one block's arrays; `step` adapts a StepView to it.
         """
         masks_remaining = bool(inputs.is_masked.any())
         if not masks_remaining:
             state = replace(state, post_steps=state.post_steps + 1)
-        decision = refine(inputs, self.quota(state.step_idx, block_length, gen_length), self.threshold,
+        decision = refine(inputs, self.quota(state.step_idx, block_length, gen_length), self.commit_threshold,
                           self.editing_threshold)
         if masks_remaining:
             state = replace(state, step_idx=state.step_idx + 1)

@@ -15,13 +15,16 @@ import numpy as np
 from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.knobs import check_knobs, knob
 
+# One declaration for every sizer with a `block_length` (one CLI flag, one widget).
+BLOCK_LENGTH_HELP = "positions per semi-autoregressive block (aligned: rows from position 0, prompt included)"
+
 
 @dataclass(frozen=True)
 class FixedBlocks(BlockSizer):
     """Windows of exactly `block_length` positions; block_length must divide gen_length."""
 
     name: ClassVar[str] = "fixed"
-    block_length: int = knob(32, "positions per semi-autoregressive block", within=">= 1")
+    block_length: int = knob(32, BLOCK_LENGTH_HELP, within=">= 1")
 
     def __post_init__(self) -> None:
         check_knobs(self)

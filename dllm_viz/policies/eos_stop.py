@@ -49,3 +49,28 @@ class EosStop(StopRule):
                 best = int(predicted[np.argmax(view.confidence[predicted])])
                 return StopDecision(cut=best + 1, halt=False)
         return StopDecision()
+
+
+@dataclass(frozen=True)
+class FirstEosStop(StopRule):
+    """LLaDA2.x's early stop: halt once the answer's first EOS is in place with no mask before it.
+
+    Rule: after a step that committed or edited an end-of-sequence token, if the first EOS of
+    the row up to the window's end lies in the answer and every position before it is filled,
+    decoding halts (later positions stay masked; the answer ends at that EOS). An EOS inside the
+    prompt blocks the stop for good, as the reference searches the whole row. diffusers 0.42.1
+    `LLaDA2Pipeline` (`eos_early_stop=True`, its default). Unlike `eos`, no confidence bar and no
+    cut: nothing is filled with EOS.
+    """
+
+    name: ClassVar[str] = "eos_first"
+
+    def check(self, view: StepView, tokens: np.ndarray, committed: np.ndarray) -> StopDecision:
+        if view.eos_token_id is None or view.prompt_has_eos:
+            return StopDecision()
+        end = view.window[1]
+        is_eos = tokens[:end] == view.eos_token_id
+        if not (committed[:end] & is_eos).any():
+            return StopDecision()
+        first = int(np.argmax(is_eos))
+        return StopDecision(halt=not bool((tokens[:first] == view.mask_token_id).any()))

@@ -6,10 +6,12 @@ Built by hand (no import-time registration) so the full list is readable in one 
 from __future__ import annotations
 
 from dllm_viz.policies.adablock import AdaBlock
+from dllm_viz.policies.aligned_blocks import AlignedBlocks
+from dllm_viz.policies.block_refinement import BlockRefinementRule
 from dllm_viz.policies.blocks import FixedBlocks
 from dllm_viz.policies.cora import CoraPolicy
 from dllm_viz.policies.dream import DreamPolicy
-from dllm_viz.policies.eos_stop import EosStop
+from dllm_viz.policies.eos_stop import EosStop, FirstEosStop
 from dllm_viz.policies.factor import FactorPolicy
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.kalman import KalmanExtrapolation
@@ -25,16 +27,19 @@ RULES: dict[str, type] = {
     DreamPolicy.name: DreamPolicy,
     TspdPolicy.name: TspdPolicy,
     Learn2PdPolicy.name: Learn2PdPolicy,
+    BlockRefinementRule.name: BlockRefinementRule,
 }
 BLOCKS: dict[str, type] = {
     FixedBlocks.name: FixedBlocks,
     AdaBlock.name: AdaBlock,
+    AlignedBlocks.name: AlignedBlocks,
 }
 EXTRAPOLATORS: dict[str, type] = {
     KalmanExtrapolation.name: KalmanExtrapolation,
 }
 STOPS: dict[str, type] = {
     EosStop.name: EosStop,
+    FirstEosStop.name: FirstEosStop,
 }
 
 
