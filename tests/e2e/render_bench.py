@@ -69,12 +69,14 @@ WATCH = """() => {
   }
   window.__drawn = [];  // when each Plotly chart finished drawing (the rerun's end does not wait for them)
   const seen = new WeakSet();
-  const hook = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+  let queued = false;  // one look for new charts per frame, however many nodes a rerun adds
+  const hook = () => { queued = false; document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
     if (seen.has(gd) || !gd.on) return;
     seen.add(gd);
     gd.on('plotly_afterplot', () => window.__drawn.push(performance.now()));
-  });
-  new MutationObserver(hook).observe(document.body, {subtree: true, childList: true});
+  }); };
+  new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(hook); } })
+    .observe(document.body, {subtree: true, childList: true});
   hook();
 }"""
 # Installed before the app loads: when each message from the server was handled. A fragment rerun
