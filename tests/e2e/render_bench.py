@@ -67,17 +67,11 @@ WATCH = """() => {
   for (const kind of ['pointerdown', 'keydown']) {
     document.addEventListener(kind, () => { window.__input = performance.now(); }, true);
   }
-  window.__drawn = [];  // when each Plotly chart finished drawing (the rerun's end does not wait for them)
-  const seen = new WeakSet();
-  let queued = false;  // one look for new charts per frame, however many nodes a rerun adds
-  const hook = () => { queued = false; document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-    if (seen.has(gd) || !gd.on) return;
-    seen.add(gd);
-    gd.on('plotly_afterplot', () => window.__drawn.push(performance.now()));
-  }); };
-  new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(hook); } })
-    .observe(document.body, {subtree: true, childList: true});
-  hook();
+  window.__drawn = [];  // when a Plotly chart's DOM last changed: a draw (the rerun's end does not wait for them)
+  const inPlot = (node) => (node.nodeType === 1 ? node : node.parentElement)?.closest('.js-plotly-plot');
+  new MutationObserver((records) => {
+    if (records.some((r) => inPlot(r.target))) window.__drawn.push(performance.now());
+  }).observe(document.body, {subtree: true, childList: true});
 }"""
 # Installed before the app loads: when each message from the server was handled. A fragment rerun
 # of ~20 ms can start and finish within one React render, so the script state never reads
@@ -118,8 +112,8 @@ def timed(page: Any, action: Any, ready: str | None = None) -> float:
 
 
 def drawn_after(page: Any, settle_ms: int = 1000) -> float:
-    """Seconds from the last input to the last chart drawn after it (0.0 if none redrew), once
-    `settle_ms` have passed with the page idle."""
+    """Seconds from the last input to the last change inside a chart after it (0.0 if no chart
+    was redrawn), once `settle_ms` have passed with the page idle."""
     page.wait_for_timeout(settle_ms)
     t0 = page.evaluate("window.__input")
     later = [t for t in page.evaluate("window.__drawn") if t >= t0]
