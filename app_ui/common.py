@@ -21,6 +21,7 @@ import streamlit as st
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.explain import model_summary
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.controller_weights import BUNDLED, load_controller
@@ -157,8 +158,9 @@ def sidebar() -> None:
     with st.sidebar:
         st.header("Model")
         st.text_input("Model (tiny, or a checkpoint folder)", value=default_model(), key="model",
-                      help="'tiny' is the bundled model; or a LLaDA / Dream / tiny checkpoint folder inside the "
-                           "app's models folder ($DLLM_VIZ_MODELS_DIR), e.g. GSAI-ML/LLaDA-8B-Instruct")
+                      help="'tiny' is the bundled model; or a LLaDA / Dream / tiny checkpoint folder, or a block-"
+                           "diffusion one (LLaDA2.x, SDAR, Fast-dLLM v2), inside the app's models folder "
+                           "($DLLM_VIZ_MODELS_DIR), e.g. GSAI-ML/LLaDA-8B-Instruct")
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device")
         st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
                         bind="query-params", help="seeds sampling and random remasking")
@@ -181,6 +183,7 @@ def current_model() -> ModelAdapter | None:
                  "inside the app's models folder in the sidebar.")
         return None
     st.session_state["threads"] = use_threads(adapter)
+    st.sidebar.caption(model_summary(adapter.info))
     return adapter
 
 
@@ -350,6 +353,8 @@ def share_query(trace: Trace) -> dict[str, str]:
         if pipe.get(part):
             query[flag] = "true"
             query |= {k: _query_value(v) for k, v in pipe[part].items() if k != "name" and v is not None}
+    if pipe.get("stop"):
+        query["stop_rule"] = pipe["stop"]["name"]  # which stop rule the EOS toggle turns on (eos, eos_first)
     if pipe.get("cache", "none") != "none":
         query["cache"] = pipe["cache"]
     return query

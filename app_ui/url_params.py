@@ -55,6 +55,7 @@ _COMPONENT_KEYS: dict[str, Callable[[str], str | None]] = {
     "cache": _choice(CACHE_MODES),
     "ce": _choice(_BOOLS),
     "eos": _choice(_BOOLS),
+    "stop_rule": _choice(tuple(STOPS)),
     "refresh": _integer(1, 10**6),
 }
 _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {

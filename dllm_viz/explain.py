@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dllm_viz.model_facts import AdapterInfo
+
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
@@ -185,6 +187,17 @@ def cache_help(mode: str) -> str:
     """A cache mode's explanation and source as one line (--cache's help, the app's cache picker)."""
     entry = CACHES.get(mode)
     return "" if entry is None else f"{mode}: {entry.text} ({entry.paper})"
+
+
+def model_summary(info: AdapterInfo) -> str:
+    """One line on how a loaded model attends (the app's sidebar says it under the model)."""
+    if info.attention == "block_causal":
+        return (f"{info.family} model: block-causal attention, block length {info.block_length} (block diffusion). "
+                "Each pass feeds the prompt and the canvas up to the current block; the defaults are block "
+                f"refinement over aligned blocks of {info.block_length}.")
+    if info.context == "prefix":
+        return f"{info.family} model: {info.attention.replace('_', '-')} attention over prefix-only passes."
+    return f"{info.family} model: bidirectional attention over the whole canvas."
 
 
 def knob_help(field_name: str, short: str) -> str:
