@@ -131,7 +131,7 @@ def landing() -> None:
             "2. Pick a commit rule: *threshold* is Fast-dLLM's, *fixed_steps* is LLaDA's dense baseline.\n"
             "3. Press **Run to end** (or **Step**, → , for one pass) and read the heatmap: one row per pass, "
             "one column per position.")
-        st.page_link("pages/learn.py", label="New to diffusion LMs? Start with Learn (5 short chapters)",
+        st.page_link("pages/learn.py", label="New to diffusion LMs? Start with Learn (6 short chapters)",
                      icon=":material/school:")
 
 

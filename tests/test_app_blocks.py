@@ -111,3 +111,25 @@ def test_a_link_asking_a_block_model_for_adablock_says_why_not(block_app: dict[s
     warnings = " ".join(w.value for w in at.warning)
     assert "block=adablock is not available for this model" in warnings and "cache=dual" in warnings
     assert at.session_state["block"] in widget(at, "block").options
+
+
+def test_the_learn_chapter_on_block_diffusion_shows_the_edits_of_a_live_trace(
+        block_app: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLLM_VIZ_MODEL", "tiny")  # the bundled model: its confident guesses do get edited
+    at = open_app("learn", {"chapter": "6 Block diffusion"})
+    shown = {m.label: m.value for m in at.metric}
+    edits = int(shown["Token edits"])
+    assert edits > 0 and int(shown["Post-steps"]) > 0
+    table = at.dataframe[0].value
+    assert len(table) == edits and (table["from"] != table["to"]).all()
+    first = int(table["step"].iloc[0])
+    assert at.slider(key="learn_edit_step").value == first  # the slider opens on the first edit
+    step_text = next(m.value for m in at.markdown if m.value.startswith(f"**Step {first}**"))
+    assert f"position {int(table['position'].iloc[0])} {table['from'].iloc[0]!r} → {table['to'].iloc[0]!r}" in step_text
+    assert "a block-causal model would feed only" in step_text
+    assert any(m.value.startswith("**Edits, seen:**") for m in at.markdown)
+    link = next(lk for lk in at.get("page_link") if "block_refinement" in lk.proto.query_string)
+    assert "block=aligned" in link.proto.query_string and "gen=64" in link.proto.query_string
+    at.toggle(key="learn_editing").set_value(False).run()  # editing off: the same rule commits only
+    assert not at.exception and {m.label: m.value for m in at.metric}["Token edits"] == "0"
+    assert not any(m.value.startswith("**Edits, seen:**") for m in at.markdown)

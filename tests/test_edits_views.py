@@ -6,7 +6,7 @@ view must show them, and a trace without edits must draw exactly what it drew be
 
 from __future__ import annotations
 
-import numpy as np
+import numpy as np  # noqa: F401 (used by the views branch's later tests in this file)
 import pytest
 from trace_factory import MASK, edit_trace, hand_trace, make_trace, step_trace
 
