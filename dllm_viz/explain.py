@@ -192,7 +192,7 @@ def cache_help(mode: str) -> str:
 def model_summary(info: AdapterInfo) -> str:
     """One line on how a loaded model attends (the app's sidebar says it under the model)."""
     if info.attention == "block_causal":
-        return (f"{info.family} model: block-causal attention, block length {info.block_length} (block diffusion). "
+        return (f"Block-diffusion model ({info.family}): block-causal attention, block length {info.block_length}. "
                 "Each pass feeds the prompt and the canvas up to the current block; the defaults are block "
                 f"refinement over aligned blocks of {info.block_length}.")
     if info.context == "prefix":

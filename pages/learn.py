@@ -51,8 +51,9 @@ CHAPTERS = {
                          "computes only the current block, with the same result. Their rule, LLaDA2's *block "
                          "refinement*, can also make a **token edit**: replace a committed token when the model "
                          "now prefers another one confidently. Once a block is full, **post-steps** keep refining "
-                         "it while edits happen. Below: block refinement on aligned blocks of 32, on the bundled "
-                         "tiny model (bidirectional, so it sees the whole canvas, but the rule is the same).",
+                         "it while edits happen. Below: block refinement on aligned blocks of 32 on the loaded "
+                         "model (the bundled tiny one is bidirectional, so it sees the whole canvas, but the rule is "
+                         "the same).",
 }
 EDIT_BLOCK = 32  # aligned blocks for chapter 6: the example prompt (44 tokens) ends inside the second one
 
@@ -174,18 +175,24 @@ else:
                             for e in here) or "none"
         lo, hi = (int(v) for v in trace.window[step])
         prompt_length = len(trace.prompt_ids)
+        fed = int(trace.query_len[step])
+        if trace.meta.model.context == "prefix":
+            rows = (f"This block-causal model fed the pass {fed} rows: the prompt and the canvas up to this block's "
+                    f"end, nothing after it; with the exact cache it would compute only the block's {EDIT_BLOCK}.")
+        else:
+            rows = (f"This model fed the pass {fed} rows (prompt, whole canvas and padding); a block-causal model "
+                    f"would feed only the {prompt_length + hi} rows up to this block's end, and with the exact "
+                    f"cache compute only the block's {EDIT_BLOCK}.")
         st.markdown(f"**Step {step}** ({'a post-step' if post[step] else 'filling masks'}) works on window "
-                    f"[{lo}, {hi}); edits: {changes}. This model fed {int(trace.query_len[step])} rows to the pass "
-                    f"(prompt, whole canvas and padding); a block-causal model would feed only the "
-                    f"{prompt_length + hi} rows up to this block's end, and with the exact cache compute only "
-                    f"the block's {EDIT_BLOCK}.")
+                    f"[{lo}, {hi}); edits: {changes}. {rows}")
         if events:
-            counts = Counter(e.position for e in events)
-            position, times = counts.most_common(1)[0]
-            story = " → ".join(f"step {e.step}: {trace.token_text(e.new)!r}" for e in events if e.position == position)
-            st.markdown(f"**Edits, seen:** position {position} was edited {times} times — {story}. The tiny model "
-                        "was never trained to edit, so it changes its mind back and forth until *max_post_steps* "
-                        "ends the block: edits are only as good as the model that makes them.")
+            position, times = Counter(e.position for e in events).most_common(1)[0]
+            story = [f"step {e.step}: {trace.token_text(e.new)!r}" for e in events if e.position == position]
+            shown = " → ".join(story[:8]) + (" → …" if len(story) > 8 else "")
+            untrained = ("" if trace.meta.model.attention == "block_causal" else
+                         " The bundled tiny model was never trained to edit, so it changes its mind back and forth "
+                         "until *max_post_steps* ends the block: edits are only as good as the model making them.")
+            st.markdown(f"**Edits, seen:** position {position} was edited {times} times — {shown}.{untrained}")
             with st.expander(f"Every edit ({len(events)})"):
                 st.dataframe([{"step": e.step, "position": e.position, "from": trace.token_text(e.old),
                                "to": trace.token_text(e.new), "post-step": bool(post[e.step])} for e in events],
