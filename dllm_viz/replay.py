@@ -57,6 +57,10 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         A Trace on the rule's own clock: `nfe` is the estimated NFE, `meta.dense_steps`
         maps each of its steps to the dense step it read.
     """
+    if pipeline.rule.sampler() is not None:
+        raise ValueError(f"{pipeline.rule.name} draws its own candidates over whole blocks and edits committed "
+                         "tokens, which a replay over the dense trace's statistics cannot reproduce; decode it "
+                         "instead")
     mask_id = dense.meta.mask_token_id if dense.meta.mask_token_id is not None else int(dense.tokens[0, 0])
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate

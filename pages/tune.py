@@ -86,8 +86,12 @@ def by_eye() -> None:
         return
     if (pipe := pipeline(options)) is None:
         return
-    virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
-                     answer_text=adapter.answer_text if adapter else None)
+    try:
+        virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
+                         answer_text=adapter.answer_text if adapter else None)
+    except ValueError as exc:  # a rule replay cannot run (block refinement): say so, keep the page
+        st.error(f"Cannot replay {pipe.label}: {exc} on the Decode page.")
+        return
     st.subheader(f"Replay of {pipe.label} over the dense trace")
     same = agreement(virtual, dense)
     a, b, c = st.columns(3)

@@ -133,3 +133,12 @@ def test_the_learn_chapter_on_block_diffusion_shows_the_edits_of_a_live_trace(
     at.toggle(key="learn_editing").set_value(False).run()  # editing off: the same rule commits only
     assert not at.exception and {m.label: m.value for m in at.metric}["Token edits"] == "0"
     assert not any(m.value.startswith("**Edits, seen:**") for m in at.markdown)
+
+
+def test_tune_says_block_refinement_cannot_be_replayed_and_survives(block_app: dict[str, Path]) -> None:
+    at = click(open_app("tune", {"tune_gen": "16", "tune_block": "16", "tune_rule": "block_refinement"}),
+               "tune_record")
+    assert any("Cannot replay" in e and "block_refinement" in e and "Decode page" in e for e in errors(at)), errors(at)
+    at.session_state["tune_rule"] = "threshold"
+    at.run()
+    assert not at.exception and not errors(at) and "Estimated NFE" in {m.label for m in at.metric}
