@@ -142,3 +142,14 @@ def test_tune_says_block_refinement_cannot_be_replayed_and_survives(block_app: d
     at.session_state["tune_rule"] = "threshold"
     at.run()
     assert not at.exception and not errors(at) and "Estimated NFE" in {m.label for m in at.metric}
+
+
+def test_compare_on_a_block_model_starts_every_slot_on_its_blocks(block_app: dict[str, Path], models_root: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLLM_VIZ_MODEL", str(models_root / "block"))
+    at = open_app("compare", {"cmp_gen": "16"})
+    assert at.session_state["c1_rule"] == "block_refinement" and at.session_state["c2_rule"] == "cora"
+    assert at.session_state["c1_block"] == at.session_state["c2_block"] == "aligned"
+    results = click(at, "cmp_run").session_state["cmp_results"]
+    assert not errors(at), errors(at)
+    assert [t.meta.pipeline["block"] for t in results[1:]] == [{"name": "aligned", "block_length": 4}] * 2
