@@ -153,3 +153,12 @@ def test_compare_on_a_block_model_starts_every_slot_on_its_blocks(block_app: dic
     results = click(at, "cmp_run").session_state["cmp_results"]
     assert not errors(at), errors(at)
     assert [t.meta.pipeline["block"] for t in results[1:]] == [{"name": "aligned", "block_length": 4}] * 2
+
+
+def test_a_link_with_bad_block_settings_names_each_dropped_value(block_app: dict[str, Path]) -> None:
+    at = open_app(query={**GEN, "rule": "block_refinement", "stop_rule": "nope", "block_steps": "0",
+                         "editing_threshold": "2", "top_p": "0.9", "eos": "true"})
+    text = " ".join(w.value for w in at.warning)
+    assert "stop_rule='nope' (one of eos, eos_first)" in text
+    assert "block_steps='0'" in text and "editing_threshold='2'" in text and "top_p" not in text
+    assert at.session_state["rule"] == "block_refinement" and at.number_input(key="top_p").value == 0.9
