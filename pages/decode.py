@@ -51,7 +51,7 @@ with st.expander("Prompt and policy", expanded=True, key="settings", on_change="
     gen_length = gen_length_input("gen", default=64, bind=True, limit=canvas_limit(adapter, prompt))
     spec = policy_form(bind=True, weights=controller_choices(controller_dir()), adapter=adapter)
 signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
-                              st.session_state.get("seed"), repr(spec))
+                              st.session_state.get("seed"), st.session_state.get("temperature"), repr(spec))
 
 
 def ready(*, continue_ok: bool) -> Stepper | None:

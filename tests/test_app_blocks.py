@@ -162,3 +162,18 @@ def test_a_link_with_bad_block_settings_names_each_dropped_value(block_app: dict
     assert "stop_rule='nope' (one of eos, eos_first)" in text
     assert "block_steps='0'" in text and "editing_threshold='2'" in text and "top_p" not in text
     assert at.session_state["rule"] == "block_refinement" and at.number_input(key="top_p").value == 0.9
+
+
+def test_the_sidebar_temperature_makes_top_k_and_top_p_count(block_app: dict[str, Path]) -> None:
+    at = choose_block_model(open_app(query=GEN))
+    greedy = click(at, "run").session_state["trace"]
+    at.sidebar.number_input(key="temperature").set_value(1.0).run()
+    sampled = click(at, "run").session_state["trace"]
+    at.number_input(key="top_k").set_value(1).run()
+    top1 = click(at, "run").session_state["trace"]
+    assert sampled.meta.decode_config.temperature == 1.0 and top1.meta.pipeline["rule"]["top_k"] == 1
+    assert not np.array_equal(sampled.tokens, greedy.tokens)  # drawn, not the argmax
+    computed = np.isfinite(top1.confidence)
+    assert computed.any() and (top1.confidence[computed] == 1.0).all()  # one token left to draw: probability 1
+    assert (sampled.confidence[np.isfinite(sampled.confidence)] < 1.0).any()
+    assert share_query(top1)["temperature"] == "1.0"
