@@ -160,9 +160,9 @@ elif chapter.startswith("5"):
 
 else:
     editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")
-    refine = Pipeline.from_names("block_refinement", "aligned", block_length=EDIT_BLOCK,
-                                 editing_threshold=0.5 if editing else 0.0)
-    if (trace := example(refine)) is not None:
+    refine, other = (Pipeline.from_names("block_refinement", "aligned", block_length=EDIT_BLOCK, editing_threshold=e)
+                     for e in ((0.5, 0.0) if editing else (0.0, 0.5)))
+    if (trace := example(refine)) is not None and (contrast := example(other)) is not None:
         events, post = trace.edit_events, trace.post_steps
         a, b, c = st.columns(3)
         a.metric("NFE", trace.nfe, border=True)
@@ -197,8 +197,12 @@ else:
                 st.dataframe([{"step": e.step, "position": e.position, "from": trace.token_text(e.old),
                                "to": trace.token_text(e.new), "post-step": bool(post[e.step])} for e in events],
                              key="learn_edits", hide_index=True)
-        st.markdown("**Output**")
-        st.code(figures.output_text(trace) or " ", language=None, wrap_lines=True)
+        left, right = st.columns(2)  # what editing changed: the same rule with editing the other way
+        left.markdown(f"**Output, editing {'on' if editing else 'off'}** (NFE {trace.nfe})")
+        left.code(figures.output_text(trace) or " ", language=None, wrap_lines=True)
+        right.markdown(f"**Output, editing {'off' if editing else 'on'}** (NFE {contrast.nfe}; words that differ "
+                       "marked)")
+        right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
     try_it(f"block_refinement on aligned blocks of {EDIT_BLOCK}", rule="block_refinement", block="aligned",
            block_length=EDIT_BLOCK, **({} if editing else {"editing_threshold": 0.0}))
 

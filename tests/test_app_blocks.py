@@ -128,6 +128,7 @@ def test_the_learn_chapter_on_block_diffusion_shows_the_edits_of_a_live_trace(
     assert f"position {int(table['position'].iloc[0])} {table['from'].iloc[0]!r} → {table['to'].iloc[0]!r}" in step_text
     assert "a block-causal model would feed only" in step_text
     assert any(m.value.startswith("**Edits, seen:**") for m in at.markdown)
+    assert any(m.value.startswith("**Output, editing off** (NFE") for m in at.markdown)  # the contrast, side by side
     link = next(lk for lk in at.get("page_link") if "block_refinement" in lk.proto.query_string)
     assert "block=aligned" in link.proto.query_string and "gen=64" in link.proto.query_string
     at.toggle(key="learn_editing").set_value(False).run()  # editing off: the same rule commits only
