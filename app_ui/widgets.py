@@ -137,14 +137,15 @@ def model_defaults(prefix: str, adapter: ModelAdapter | None, default_rule: str)
     A block-causal model starts on block refinement over aligned blocks of its own length; a
     page's own default rule other than the bidirectional one (Compare's later slots) is kept.
     When the kind of model changes (tiny, then a block-diffusion checkpoint, or back), the form
-    moves to the new defaults; on the form's first run a shared link's values win.
+    moves to the new defaults (a model that failed to load changes nothing); on the form's first
+    run a shared link's values win.
     """
     chosen = policy_defaults(adapter.info.block_length if adapter is not None else None)
     if chosen.rule == BIDIRECTIONAL.rule or default_rule != BIDIRECTIONAL.rule:
         chosen = replace(chosen, rule=default_rule)
     marker, kind = f"_{prefix}policy_model", (chosen.rule, chosen.block, tuple(chosen.options.items()))
     previous = st.session_state.get(marker)
-    if previous != kind:
+    if previous != kind and adapter is not None:  # no model (a typo in the sidebar): keep the form as it is
         st.session_state[marker] = kind
         values: dict[str, Any] = {"rule": chosen.rule, "block": chosen.block, "block_length": None,
                                   **chosen.options}

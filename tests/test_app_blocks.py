@@ -67,6 +67,12 @@ def test_a_block_model_from_the_models_folder_decodes_with_its_defaults(block_ap
     assert trace.meta.pipeline["block"] == {"name": "aligned", "block_length": 4}
     assert trace.edited.any()  # LLaDA2's default editing threshold edits on this model
 
+    at.session_state["block"] = "fixed"
+    at.run()
+    at.number_input(key="block_length").set_value(8).run()
+    at.sidebar.text_input(key="model").set_value("no-such-model").run()  # a typo keeps the form as it was
+    at.sidebar.text_input(key="model").set_value("block").run()
+    assert at.session_state["block"] == "fixed" and at.number_input(key="block_length").value == 8
     at.sidebar.text_input(key="model").set_value(os.environ["DLLM_VIZ_MODEL"]).run()  # back to a bidirectional one
     assert at.session_state["rule"] == "threshold" and at.session_state["block"] == "fixed"
     assert "cache" not in at.session_state or at.session_state["cache"] in widget(at, "cache").options
