@@ -202,7 +202,7 @@ def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "th
     refused = unavailable(adapter, str(rule))
     blocks = _offered(f"{prefix}block", list(BLOCKS), refused, chosen.block)
     caches = _offered(f"{prefix}cache", list(CACHE_MODES), refused, "none")
-    a, b, c, d = st.columns([1, 1.2, 1, 1], vertical_alignment="bottom")
+    a, b, c, d = st.columns([1.4, 1.3, 0.9, 1], vertical_alignment="bottom")  # room for three block sizers
     block = a.segmented_control("Block sizing", blocks, default=chosen.block if chosen.block in blocks else blocks[0],
                                 required=True, key=f"{prefix}block", help=" ".join(component_help(n) for n in blocks),
                                 **keep)
