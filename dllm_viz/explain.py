@@ -131,8 +131,8 @@ KNOBS: dict[str, str] = {
     "commit_threshold": "The confidence at which block refinement commits a masked position without waiting "
                         "for its quota (LLaDA2's threshold, 0.7); above 1 only the quota commits.",
     "editing_threshold": "How confident the model must be in a different token before block refinement "
-                         "replaces a committed one (a token edit). 0.5 is LLaDA2's default; empty or 0 turns "
-                         "editing and post-steps off.",
+                         "replaces a committed one (a token edit). 0.5 is LLaDA2's default; 0 turns editing and "
+                         "post-steps off.",
     "minimal_topk": "Caps block refinement's steps at gen length / minimal_topk (LLaDA2's minimal_topk); it "
                     "changes nothing else.",
     "max_post_steps": "How many extra passes block refinement may spend on a full block while edits keep "
