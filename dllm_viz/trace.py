@@ -282,7 +282,8 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceFileError(f"trace file {name!r} does not exist; check the path")
     declared = check_archive(path)
     ranks = {f.name: len(f.trace_shape(0, 0)) for f in STEP_FIELDS} | {"prompt_ids": 1}
-    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name)
+    booleans = {f.name for f in STEP_FIELDS if f.dtype is np.bool_}
+    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name, booleans)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}

@@ -33,7 +33,7 @@ from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.knobs import knobs
-from dllm_viz.replay import agreement, replay
+from dllm_viz.replay import agreement, replay, replayable
 from dllm_viz.tasks import TASKS
 
 require_app_frame()
@@ -43,7 +43,7 @@ mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", requi
 adapter = current_model()
 prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 left, mid, right = st.columns([2, 1, 1])
-rule = left.segmented_control("Commit rule", sorted(RULES),
+rule = left.segmented_control("Commit rule", sorted(r for r in RULES if replayable(RULES[r])),
                               default="threshold", required=True, key="tune_rule", bind="query-params")
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,
@@ -86,12 +86,8 @@ def by_eye() -> None:
         return
     if (pipe := pipeline(options)) is None:
         return
-    try:
-        virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
-                         answer_text=adapter.answer_text if adapter else None)
-    except ValueError as exc:  # a rule replay cannot run (block refinement): say so, keep the page
-        st.error(f"Cannot replay {pipe.label}: {exc} on the Decode page.")
-        return
+    virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
+                     answer_text=adapter.answer_text if adapter else None)
     st.subheader(f"Replay of {pipe.label} over the dense trace")
     same = agreement(virtual, dense)
     a, b, c = st.columns(3)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dllm_viz.config import DecodeConfig
 from dllm_viz.policies.base import COMMIT_REASONS
 from dllm_viz.policies.extras import (
     CE_EARLY,
@@ -177,7 +178,9 @@ def step_trace(steps: list[Step], gen_length: int, *, window: list[tuple[int, in
         window=np.asarray(window or [(0, gen_length)] * num_steps).reshape(num_steps, 2),
         block_index=np.zeros(num_steps), pass_kind=np.zeros(num_steps), query_len=np.full(num_steps, gen_length),
         step_seconds=np.full(num_steps, 0.01), forward_seconds=np.full(num_steps, 0.008),
-        policy_seconds=np.full(num_steps, 0.001), prompt_ids=np.zeros(0), meta=meta(label),
+        policy_seconds=np.full(num_steps, 0.001), prompt_ids=np.zeros(0),
+        meta={**meta(label), "decode_config": DecodeConfig(gen_length=gen_length).to_dict(),  # what a saved
+              "created_utc": "2026-12-01T00:00:00+00:00"},  # file must hold (trace_validation.check_meta)
     )
 
 
