@@ -82,9 +82,9 @@ def test_a_changed_output_shows_in_the_table(rows: pd.DataFrame) -> None:
     assert summarize_pipeline_bench(changed).loc["engine", "same_tokens"] == pytest.approx(4 / 6)
 
 
-def test_the_cli_prints_the_table(model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_prints_the_table(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["bench-pipeline", "--model", str(model_dir), "--gen-length", "24", "--steps", "4", "--n", "1",
-                   "--repeats", "1", "--threads", "1"])
+                   "--repeats", "1", "--threads", "1", "--out", str(tmp_path / "runs.csv")])
     out = capsys.readouterr().out
     assert status == 0, out
     header, *table = out.strip().splitlines()
@@ -92,6 +92,8 @@ def test_the_cli_prints_the_table(model_dir: Path, capsys: pytest.CaptureFixture
     assert table[0].split() == list(SUMMARY_COLUMNS)
     assert [line.split()[0] for line in table[1:4]] == list(CONFIGS)
     assert table[-1] == "every run produced the pipeline's tokens"
+    written = pd.read_csv(tmp_path / "runs.csv")
+    assert list(written.columns) == list(ROW_COLUMNS) and len(written) == len(CONFIGS)
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
@@ -101,6 +103,7 @@ def test_the_cli_prints_the_table(model_dir: Path, capsys: pytest.CaptureFixture
     (["--threads", "0"], "omit it for torch's default"),
     (["--model", "/definitely/missing"], "neither 'random' nor a checkpoint directory"),
     (["--block-length", "16"], "pass --block-length 8 or omit it"),
+    (["--out", "/"], "already exists"),
 ])
 def test_bad_values_get_one_line_errors(model_dir: Path, argv: list[str], needle: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:

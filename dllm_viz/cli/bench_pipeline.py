@@ -40,6 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                         help="weights dtype (default: float32 on CPU, bf16 on CUDA)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="also write every timed run (configuration, prompt, repeat, wall and CPU seconds, NFE, "
+                             "rows fed, same tokens) to this CSV (never replaces an existing file)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's own choice); BENCHMARKS.md's CPU rows use 1")
     parser.set_defaults(func=run)
@@ -79,6 +82,12 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"`--block-length` must be >= 1, got {args.block_length}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"`--threads` must be >= 1, got {args.threads}; omit it for torch's default")
+    if args.out is not None:
+        from dllm_viz.writable import check_writable
+
+        if args.out.exists():
+            raise ValueError(f"--out {str(args.out)!r} already exists; choose a new file name")
+        check_writable(args.out, "--out")
     if args.model != "random":
         if args.save_model is not None:
             raise ValueError("--save-model writes the random model; drop it, or use --model random")
@@ -128,6 +137,8 @@ def _bench(args: argparse.Namespace, model: str, block_length: int | None) -> in
     load_before = _load_average()
     rows = run_pipeline_bench(adapter, prompts, settings, on_row=progress)
     summary = summarize_pipeline_bench(rows)
+    if args.out is not None:
+        rows.to_csv(args.out, index=False)
     params = sum(p.numel() for p in adapter.model.parameters())
     threads = torch.get_num_threads() if adapter.device.type == "cpu" else "n/a"
     print(f"model={args.model} ({params / 1e6:.1f}M parameters) device={adapter.device} dtype={adapter.info.dtype} "
