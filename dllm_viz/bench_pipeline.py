@@ -132,7 +132,7 @@ class _PipelineRunner:
     def __init__(self, adapter: ModelAdapter, settings: PipelineBenchSettings) -> None:
         from diffusers import BlockRefinementScheduler, LLaDA2Pipeline
 
-        self.model = _CountingWrapper(adapter.model, "block_causal", settings.block_length)
+        self.model = AttentionWrapper(adapter.model, "block_causal", settings.block_length)
         self.pipe = LLaDA2Pipeline(model=self.model,
                                    scheduler=BlockRefinementScheduler(block_length=settings.block_length))
         self.pipe.set_progress_bar_config(disable=True)
@@ -145,18 +145,6 @@ class _PipelineRunner:
         ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
         out = self.pipe(input_ids=ids, **self.kwargs)
         return out.sequences[0].tolist(), self.model.num_forwards - forwards, self.model.tokens_fed - fed
-
-
-class _CountingWrapper(AttentionWrapper):
-    """AttentionWrapper that also counts the rows it feeds the model (the pipeline has no cache)."""
-
-    def __init__(self, model: torch.nn.Module, attention: Any, block_length: int) -> None:
-        super().__init__(model, attention, block_length)
-        self.tokens_fed = 0
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Any:
-        self.tokens_fed += int(input_ids.shape[-1])
-        return super().forward(input_ids, attention_mask, position_ids)
 
 
 def _engine_run(adapter: ModelAdapter, prompt: list[int], pipeline: Pipeline,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from dllm_viz.bench_pipeline import (
     BASELINE,
@@ -124,3 +125,9 @@ def test_the_wrapper_names_bad_attention_and_batches(model_dir: Path) -> None:
         AttentionWrapper(adapter.model, "sliding", BLOCK)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="block length >= 1"):
         AttentionWrapper(adapter.model, "block_causal", 0)
+    wrapper = AttentionWrapper(adapter.model, "block_causal", BLOCK)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    wrapper(ids, torch.ones_like(ids), torch.arange(5)[None])
+    assert (wrapper.num_forwards, wrapper.tokens_fed) == (1, 5)
+    with pytest.raises(ValueError, match="call the pipeline once per prompt"):
+        wrapper(ids.repeat(2, 1), torch.ones(2, 5, dtype=torch.long), torch.arange(5).repeat(2, 1))

@@ -34,6 +34,7 @@ class AttentionWrapper(nn.Module):
 
     Attributes:
         num_forwards: model calls so far (read it before and after a pipeline call for its NFE).
+        tokens_fed: rows passed through the model so far (the pipeline recomputes the prefix).
 
     Raises:
         ValueError: an unknown attention kind, or block_causal without a block length >= 1.
@@ -49,6 +50,7 @@ class AttentionWrapper(nn.Module):
         self.attention = attention
         self.block_length = block_length
         self.num_forwards = 0
+        self.tokens_fed = 0
 
     @property
     def device(self) -> torch.device:  # DiffusionPipeline._execution_device reads it
@@ -70,6 +72,7 @@ class AttentionWrapper(nn.Module):
             raise ValueError(f"the wrapper runs one row at a time (the 4-D mask is built for one), got a batch "
                              f"of {input_ids.shape[0]}; call the pipeline once per prompt")
         self.num_forwards += 1
+        self.tokens_fed += int(input_ids.shape[-1])
         out = self.model(input_ids=input_ids, attention_mask=self.four_d_mask(attention_mask),
                          position_ids=position_ids, use_cache=False)
         return SimpleNamespace(logits=out.logits)
