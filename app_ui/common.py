@@ -314,6 +314,9 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
                    delta=f"{per_pass:.2f} ms a pass" if known else None, delta_color="off",
                    help="Time inside the policy's calls (block sizer, commit rule, extrapolator, stop) over the "
                         "forward passes' time. Traces saved before this was recorded show n/a.")
+    if trace.edited.any():
+        st.caption(f"Block refinement edited {summary['edits']:.0f} committed tokens and ran "
+                   f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left).")
 
 
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:

@@ -16,15 +16,13 @@ from dllm_viz.trace import Trace
 
 
 def mask_token_id(trace: Trace) -> int:
-    """The mask token id: the recorded model's, else the initial canvas's token."""
-    if trace.meta.mask_token_id is not None:
-        return trace.meta.mask_token_id
-    return int(trace.tokens[0, 0]) if trace.gen_length else -1
+    """The mask token id (`Trace.mask_token_id`: the recorded model's, else the initial canvas's)."""
+    return trace.mask_token_id
 
 
 def masked_before(trace: Trace) -> np.ndarray:
-    """[S, L] True where the position was still masked when step s began."""
-    return np.asarray(trace.tokens[:-1] == mask_token_id(trace), dtype=bool)
+    """[S, L] True where the position was still masked when step s began (`Trace.masked_before`)."""
+    return trace.masked_before
 
 
 def settled_step(trace: Trace) -> np.ndarray:

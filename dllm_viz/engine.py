@@ -329,6 +329,7 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
             extras={k: v[:answer] for k, v in extras.items()}, pass_kind=fwd.pass_kind, query_len=fwd.query_len,
             forward_seconds=forward_seconds, step_seconds=time.perf_counter() - started, policy_seconds=policy_seconds,
             stop_reason=stop, cache_bytes=0 if kv is None else kv.nbytes(),
+            padding_changes=int((commit[answer:] | settled.edited[answer:]).sum()),
             **{k: v[:answer] for k, v in stats.items()},
         )
         if halted or ended:

@@ -22,7 +22,7 @@ import numpy as np
 
 from dllm_viz.commit_step import commit_step
 from dllm_viz.policies import Pipeline, StepView
-from dllm_viz.policies.base import is_any_of
+from dllm_viz.policies.base import CommitRule, is_any_of
 from dllm_viz.step_schema import StepRecord
 from dllm_viz.trace import Trace, TraceBuilder
 
@@ -41,6 +41,12 @@ def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_
     )
 
 
+def replayable(rule_class: type) -> bool:
+    """Whether a rule can be replayed over a dense trace: it takes the engine's candidates (it does
+    not override `sampler`, the hook of rules that draw their own, such as block refinement)."""
+    return getattr(rule_class, "sampler", CommitRule.sampler) is CommitRule.sampler
+
+
 def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
            answer_text: Callable[[Sequence[int]], str] | None = None) -> Trace:
     """The trace `pipeline`'s commit rule (and CE) would produce over `dense`'s statistics.
@@ -56,7 +62,14 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
     Returns:
         A Trace on the rule's own clock: `nfe` is the estimated NFE, `meta.dense_steps`
         maps each of its steps to the dense step it read.
+
+    Raises:
+        ValueError: the rule samples its own candidates (block refinement).
     """
+    if not replayable(type(pipeline.rule)):
+        raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "
+                         "tokens, which a dense trace's statistics cannot stand in for; decode it for real "
+                         "(the Verify button, or the Decode page)")
     mask_id = dense.meta.mask_token_id if dense.meta.mask_token_id is not None else int(dense.tokens[0, 0])
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate

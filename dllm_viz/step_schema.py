@@ -79,6 +79,9 @@ STEP_FIELDS: tuple[StepField, ...] = (
     StepField("edited", np.bool_, "positions",
               "True where a committed token was replaced by another at this step (block refinement)",
               missing=False),
+    StepField("padding_changes", np.int32, "scalar",
+              "commits and edits at this step in the padding past the answer (aligned blocks pad the canvas "
+              "to whole blocks; those positions are decoded but not recorded)", missing=0),
     StepField("window", np.int32, "pair", "[start, end) of the window in generated-position coordinates"),
     StepField("block_index", np.int32, "scalar", "index of the window this step belongs to"),
     StepField("pass_kind", np.int8, "scalar", "a full forward pass or a cached partial pass (cache_modes.PASS_KINDS)",

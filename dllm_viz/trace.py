@@ -10,7 +10,7 @@ import json
 import zipfile
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,12 +20,24 @@ from dllm_viz.trace_files import TraceSaveError, write_npz
 from dllm_viz.trace_meta import TraceMeta
 from dllm_viz.trace_validation import TraceFileError, check_archive, check_declared, check_meta, check_values
 
-__all__ = ["SCHEMA_VERSION", "Trace", "TraceBuilder", "TraceFileError", "TraceSaveError", "load_trace"]
+__all__ = ["SCHEMA_VERSION", "EditEvent", "Trace", "TraceBuilder", "TraceFileError", "TraceSaveError", "load_trace"]
 
 SCHEMA_VERSION = 1
 _META_KEY = "__meta_json__"
 _EXTRA_PREFIX = "extra__"
 _ARRAY_NAMES = (*STEP_FIELD_NAMES, "prompt_ids")  # the arrays a saved trace holds besides its extras
+
+
+class EditEvent(NamedTuple):
+    """One token edit (block refinement): at `step`, `position`'s committed token `old` became `new`.
+
+    `new` may be the mask token: the edit re-opened the position, which is committed again later.
+    """
+
+    step: int
+    position: int
+    old: int
+    new: int
 
 
 @with_step_fields(lambda f: "np.ndarray", allow_missing=True)
@@ -122,6 +134,57 @@ class Trace:
         return self.committed.sum(axis=1).astype(np.int32)
 
     @property
+    def mask_token_id(self) -> int:
+        """The mask token id: the recorded model's, else the initial canvas's token (-1 if L = 0)."""
+        if self.meta.mask_token_id is not None:
+            return self.meta.mask_token_id
+        return int(self.tokens[0, 0]) if self.gen_length else -1
+
+    @property
+    def masked_before(self) -> np.ndarray:
+        """[S, L] True where the position was still masked when step s began."""
+        return np.asarray(self.tokens[:-1] == self.mask_token_id, dtype=bool)
+
+    @property
+    def in_window(self) -> np.ndarray:
+        """[S, L] True where the position lies inside that step's window."""
+        positions = np.arange(self.gen_length)[None, :]
+        return (positions >= self.window[:, :1]) & (positions < self.window[:, 1:])
+
+    # ---- edits (block refinement replaces committed tokens; docs/PARADIGMS.md) -------------
+    @property
+    def edits_per_step(self) -> np.ndarray:
+        """[S] number of committed tokens replaced at each step."""
+        return self.edited.sum(axis=1).astype(np.int32)
+
+    @property
+    def edits_per_position(self) -> np.ndarray:
+        """[L] number of times each position's committed token was replaced."""
+        return self.edited.sum(axis=0).astype(np.int32)
+
+    @property
+    def edit_events(self) -> list[EditEvent]:
+        """Every edit in step order (then position order): which token replaced which, and when.
+
+        tokens[s + 1] is the canvas after step s, so the edit at step s replaced tokens[s, p] by
+        tokens[s + 1, p].
+        """
+        steps, positions = np.nonzero(self.edited)
+        old, new = self.tokens[steps, positions], self.tokens[steps + 1, positions]
+        return [EditEvent(int(s), int(p), int(a), int(b))
+                for s, p, a, b in zip(steps, positions, old, new, strict=True)]
+
+    @property
+    def post_steps(self) -> np.ndarray:
+        """[S] True where the step's window held no masked position when the step began.
+
+        Such a pass can only edit (block refinement's post-steps); other rules never run one.
+        Derived from the recorded positions: padding past gen_length (aligned blocks) is not
+        recorded, so a pass that filled only padding reads as a post-step.
+        """
+        return ~(self.masked_before & self.in_window).any(axis=1)
+
+    @property
     def wall_seconds(self) -> float:
         """Total wall time of the decode loop."""
         return float(self.step_seconds.sum())
@@ -146,12 +209,14 @@ class Trace:
         return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
 
     def summary(self) -> dict[str, float]:
-        """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step and policy overhead.
+        """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step, policy
+        overhead, edits and post-steps.
 
         tokens/s follows Fast-dLLM's throughput: committed tokens that are not EOS/EoT,
         over the wall time of the decode loop. policy_overhead is the time inside the
         policy's calls over the forward passes' time, policy_ms_per_pass that time per pass
-        (both NaN when not recorded).
+        (both NaN when not recorded). edits counts committed tokens replaced (block refinement),
+        post_steps the passes whose window had no mask left (`post_steps`); both 0 for other rules.
         """
         committed = self.commit_step >= 0
         answer = int((committed & ~np.isin(self.final_tokens, self.stop_token_ids)).sum())
@@ -164,6 +229,8 @@ class Trace:
             "tokens_per_step": float(committed.sum()) / self.nfe if self.nfe else 0.0,
             "policy_overhead": self._policy_overhead(),
             "policy_ms_per_pass": float(self.policy_seconds.sum()) * 1e3 / self.nfe if self.nfe else float("nan"),
+            "edits": float(self.edited.sum()),
+            "post_steps": float(self.post_steps.sum()),
         }
 
     def _policy_overhead(self) -> float:
@@ -215,7 +282,8 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceFileError(f"trace file {name!r} does not exist; check the path")
     declared = check_archive(path)
     ranks = {f.name: len(f.trace_shape(0, 0)) for f in STEP_FIELDS} | {"prompt_ids": 1}
-    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name)
+    booleans = {f.name for f in STEP_FIELDS if f.dtype is np.bool_}
+    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name, booleans)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}

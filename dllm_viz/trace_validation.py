@@ -11,7 +11,7 @@ checks run in three stages:
    the bytes on disk (a compression bomb), and every dtype that is not plain numbers.
 2. `check_meta` validates the JSON metadata's types and the schema version.
 3. `check_values` validates value ranges of the (now small) arrays: reason and pass-kind codes,
-   windows, token ids, timings.
+   windows, token ids, timings, and that token edits are real edits (`check_edits`).
 
 Each failure raises TraceFileError naming the file (by name only: messages reach browsers,
 which must not learn server paths) and the field. Knows nothing about Trace itself.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,14 +144,19 @@ def _check_member_size(info: zipfile.ZipInfo, nbytes: int, real_size: int, name:
 
 
 def check_declared(declared: Mapping[str, tuple[np.dtype, tuple[int, ...]]], ranks: Mapping[str, int],
-                   extra_prefix: str, meta_key: str, name: str) -> None:
+                   extra_prefix: str, meta_key: str, name: str, booleans: Collection[str] = ()) -> None:
     """Each known array must have its rank (so shapes can be compared without an IndexError);
-    extras are [steps, positions]; the metadata is a 1-D byte string."""
-    for member, (_dtype, shape) in declared.items():
+    extras are [steps, positions]; the metadata is a 1-D byte string; the flag arrays named in
+    `booleans` (committed, edited) are stored as booleans, as Trace.save writes them (a count
+    or a float there would silently read as True)."""
+    for member, (dtype, shape) in declared.items():
         rank = 2 if member.startswith(extra_prefix) else 1 if member == meta_key else ranks.get(member)
         if rank is not None and len(shape) != rank:
             raise TraceFileError(f"{name!r}: array {member!r} has shape {shape}; a trace stores it with "
                                  f"{rank} dimension{'s' if rank > 1 else ''}")
+        if member in booleans and dtype.kind != "b":
+            raise TraceFileError(f"{name!r}: array {member!r} has dtype {dtype.str!r}; a trace stores it as "
+                                 "booleans (True where it happened): save the trace again with Trace.save")
     if meta_key in declared and declared[meta_key][0] != np.uint8:
         raise TraceFileError(f"{name!r}: the metadata entry has dtype {declared[meta_key][0].str!r}, not bytes; "
                              "not a dllm_viz trace")
@@ -163,12 +168,12 @@ def check_declared(declared: Mapping[str, tuple[np.dtype, tuple[int, ...]]], ran
 _META_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "model": ((dict,), "an object"),
     "pipeline": ((dict,), "an object"),
-    "decode_config": ((dict,), "an object"),
+    "decode_config": ((dict, type(None)), "an object or null"),
     "label": ((str,), "a string"),
     "prompt_text": ((str, type(None)), "a string or null"),
     "answer_text": ((str,), "a string"),
     "stop_reason": ((str,), "a string"),
-    "created_utc": ((str,), "a string"),
+    "created_utc": ((str, type(None)), "a string or null"),
     "token_text": ((dict,), "an object of token id -> text"),
     "reason_names": ((list,), "a list of strings"),
     "pass_kind_names": ((list,), "a list of strings"),
@@ -201,7 +206,7 @@ def check_meta(meta: Any, name: str, schema_version: int) -> None:
         raise TraceFileError(f"{name!r}: metadata field 'token_text' must map token ids (digits) to strings")
     _check_model(meta.get("model", {}), name)
     for part in ("pipeline", "decode_config"):
-        _check_components(meta.get(part, {}), part, name)
+        _check_components(meta.get(part) or {}, part, name)
 
 
 def _check_model(model: Mapping[str, Any], name: str) -> None:
@@ -251,6 +256,7 @@ def check_values(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], name
     committed_reasons = arrays["reason"][arrays["committed"]]
     if (committed_reasons < 0).any():
         raise TraceFileError(f"{name!r}: array 'reason' has no reason code where 'committed' is true")
+    check_edits(arrays, meta, name, reason_names)
     _in_range(arrays["pass_kind"], 0, len(pass_kinds) - 1, "pass_kind", name, f"a code of {list(pass_kinds)}")
     window = arrays["window"]
     start, end = window[:, 0], window[:, 1]
@@ -273,6 +279,46 @@ def check_values(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], name
         values = arrays[field]
         if not (np.isnan(values) | ((values >= -1e-3) & (values <= 1 + 1e-3))).all():
             raise TraceFileError(f"{name!r}: array {field!r} holds values outside [0, 1]; the file is damaged")
+
+
+def check_edits(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], name: str,
+                reason_names: Sequence[str]) -> None:
+    """Raise TraceFileError unless every `edited` cell is a real edit with the reason 'edit'.
+
+    An edit replaces a committed token (not the mask) of the step's window by another token, at a
+    position not committed from mask in the same step; its reason is 'edit', and 'edit' is the
+    reason of edits only. The figures draw "old → new" from these cells, so a crafted file must
+    not make them claim a replacement that did not happen.
+    """
+    edited, reason, tokens = arrays["edited"], arrays["reason"], arrays["tokens"]
+    code = list(reason_names).index("edit") if "edit" in reason_names else None
+    if code is None:
+        if edited.any():
+            raise TraceFileError(f"{name!r}: array 'edited' marks token edits but the file's reason names "
+                                 f"{list(reason_names)} have no 'edit'; the file is damaged or crafted")
+        return
+    steps, positions = np.nonzero(edited)
+    problems = (
+        ((reason == code) != edited, "'reason' must be 'edit' exactly where 'edited' is true"),
+        (edited & arrays["committed"], "a position cannot be both committed from mask and edited in one step"),
+        (edited & (tokens[1:] == tokens[:-1]), "an edited position's token must change at that step"),
+    )
+    mask_id = (meta.get("model") or {}).get("mask_token_id")
+    window = arrays["window"]
+    outside = (positions < window[steps, 0]) | (positions >= window[steps, 1])
+    for bad, what in problems:
+        if bad.any():
+            step, position = (int(i) for i in np.argwhere(bad)[0])
+            raise TraceFileError(f"{name!r}: at step {step}, position {position}: {what}; the file is damaged "
+                                 "or crafted")
+    if outside.any():
+        raise TraceFileError(f"{name!r}: at step {int(steps[outside][0])}, position {int(positions[outside][0])}: "
+                             "an edit lies outside that step's window; the file is damaged or crafted")
+    if mask_id is not None and (tokens[steps, positions] == mask_id).any():
+        at = int(np.flatnonzero(tokens[steps, positions] == mask_id)[0])
+        raise TraceFileError(f"{name!r}: at step {int(steps[at])}, position {int(positions[at])}: an edit "
+                             "replaced a masked position (edits replace committed tokens); the file is damaged "
+                             "or crafted")
 
 
 def _in_range(values: np.ndarray, low: int, high: int | None, field: str, name: str, what: str) -> None:

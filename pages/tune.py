@@ -33,7 +33,7 @@ from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.knobs import knobs
-from dllm_viz.replay import agreement, replay
+from dllm_viz.replay import agreement, replay, replayable
 from dllm_viz.tasks import TASKS
 
 require_app_frame()
@@ -43,7 +43,7 @@ mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", requi
 adapter = current_model()
 prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 left, mid, right = st.columns([2, 1, 1])
-rule = left.segmented_control("Commit rule", sorted(RULES),
+rule = left.segmented_control("Commit rule", sorted(r for r in RULES if replayable(RULES[r])),
                               default="threshold", required=True, key="tune_rule", bind="query-params")
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,

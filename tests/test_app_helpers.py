@@ -130,3 +130,12 @@ def test_sweep_values_and_grid() -> None:
 def test_parse_strings_reads_python_escapes() -> None:
     assert parse_strings(r"\n,.") == ("\n", ".")
     assert parse_strings("") == ()
+
+
+def test_rules_that_draw_their_own_candidates_are_not_replayable(dense: Trace) -> None:
+    from dllm_viz.policies import RULES
+    from dllm_viz.replay import replayable
+
+    assert {name for name, cls in RULES.items() if not replayable(cls)} == {"block_refinement"}
+    with pytest.raises(ValueError, match="decode it for real"):
+        replay(dense, Pipeline.from_names("block_refinement", "fixed", block_length=16))

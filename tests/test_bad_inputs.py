@@ -150,7 +150,7 @@ class TestCLI:
 
     @pytest.mark.parametrize(("argv", "needle"), [
         (["--delta-p", "0.9"], "--delta-p applies to cora"),
-        (["--block", "adablock", "--block-length", "8"], "--block-length applies to fixed"),
+        (["--block", "adablock", "--block-length", "8"], "--block-length applies to aligned, fixed"),
         (["--refresh-every", "2"], "--refresh-every applies only to a KV cache"),
         (["--temperature", "inf"], "finite number"),
         (["--temperature", "nan"], "finite number"),

@@ -32,6 +32,16 @@ def test_decode_threshold_option_reaches_the_policy(tiny_dir: Path, capsys: pyte
     assert "policy=fixed16+threshold0.5" in capsys.readouterr().out
 
 
+def test_decode_with_block_refinement_reports_its_edits(capsys: pytest.CaptureFixture[str]) -> None:
+    # the bundled model: a random one's confidences (about 1 / vocabulary) clear no editing threshold
+    assert main(["decode", "--model", "tiny", "--prompt", "Tom has 3 apples. He buys 5 more. How many?",
+                 "--rule", "block_refinement", "--block", "aligned", "--block-length", "16", "--commit-threshold",
+                 "0.5", "--editing-threshold", "0.3", "--temperature", "0.7", "--gen-length", "64",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "policy=aligned16+block_refinement32(0.5,0.3)" in out and " edits=" in out and " post_steps=" in out
+
+
 @pytest.mark.parametrize(("argv", "needle"), [
     (["--block-length", "30"], "must divide"),
     (["--threshold", "1.5"], "threshold"),

@@ -26,27 +26,47 @@ from dllm_viz.policies import (
 
 ADAPTER = ToyAdapter()
 GEN_LENGTHS = (8, 16, 24, 48)
+# The exact cache needs a block-causal model, which the toy is not: its refusal is checked once per
+# rule below instead of once per composition (test_block_engine.py runs it on a block-causal model).
 COMBINATIONS = list(itertools.product(sorted(BLOCKS), [None, *sorted(EXTRAPOLATORS)], [None, *sorted(STOPS)],
-                                     CACHE_MODES))
+                                     [m for m in CACHE_MODES if m != "exact"]))
 
 
-def check_invariants(trace, config: DecodeConfig) -> None:
+def check_invariants(trace, config: DecodeConfig, *, edits: bool = False) -> None:
+    """The engine's guarantees. `edits`: the rule may edit and take empty passes (block refinement)."""
     masked_before = trace.tokens[:-1] == ADAPTER.info.mask_token_id
     assert not (trace.committed & ~masked_before).any(), "commits only masked positions"
+    assert not (trace.edited & masked_before).any(), "edits only committed positions"
+    assert edits or not trace.edited.any(), "only an editing rule edits"
     for step in range(trace.num_steps):
         start, end = trace.window[step]
-        chosen = np.flatnonzero(trace.committed[step] & (trace.reason[step] != reason_code("eos_stop")))
-        assert chosen.size >= 1, "every step commits at least one position itself"
-        assert ((chosen >= start) & (chosen < end)).all(), "commits stay inside the window"
-    assert (trace.committed.sum(axis=0) <= 1).all(), "a position commits at most once"
-    assert trace.num_steps <= config.step_cap
-    if trace.meta.stop_reason != "eos":
-        assert trace.is_complete and (trace.committed.sum(axis=0) == 1).all()
-    assert (trace.reason[trace.committed] >= 0).all()
+        chosen = np.flatnonzero((trace.committed[step] | trace.edited[step])
+                                & (trace.reason[step] != reason_code("eos_stop")))
+        # (a step whose only commit fell in the padding of aligned blocks says so: padding_changes)
+        assert edits or chosen.size + trace.padding_changes[step] >= 1, "every step commits at least one position"
+        assert ((chosen >= start) & (chosen < end)).all(), "commits and edits stay inside the window"
+    assert ((trace.committed.sum(axis=0) - trace.edited.sum(axis=0)) <= 1).all(), "a position commits at most once"
+    if not edits:
+        assert trace.num_steps <= config.step_cap
+    if trace.meta.stop_reason not in ("eos", "max_steps"):
+        assert trace.is_complete and not (trace.final_tokens == ADAPTER.info.mask_token_id).any()
+    assert (trace.reason[trace.committed | trace.edited] >= 0).all()
+
+
+def refusal(rule_name: str, block: str, cache: str) -> str | None:
+    """The part of the engine's message when it must refuse this composition on the toy (a
+    bidirectional whole-canvas model), else None: every other composition runs."""
+    if cache == "exact":
+        return "cache='exact' needs a block-causal model"
+    if rule_name == "block_refinement" and cache in ("prefix", "dual"):
+        return "samples over whole blocks"
+    if rule_name == "block_refinement" and block == "adablock":
+        return "needs windows of one fixed length"
+    return None
 
 
 @pytest.mark.parametrize("rule_name", sorted(RULES))
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gen_length=st.sampled_from(GEN_LENGTHS), seed=st.integers(0, 2**16),
        temperature=st.sampled_from([0.0, 0.7]), prompt=st.lists(st.integers(3, 23), min_size=1, max_size=6))
 def test_every_composition_keeps_the_invariants(rule_name: str, gen_length: int, seed: int, temperature: float,
@@ -55,11 +75,23 @@ def test_every_composition_keeps_the_invariants(rule_name: str, gen_length: int,
         pipeline = Pipeline.from_names(rule_name, block, extrapolate, stop, cache=cache, block_length=8,
                                        init_block_length=8, **controller_options)
         config = DecodeConfig(gen_length=gen_length, temperature=temperature, seed=seed)
+        if (message := refusal(rule_name, block, cache)) is not None:
+            with pytest.raises(ValueError, match=message):
+                decode(ADAPTER, prompt, pipeline, config)
+            continue
         trace = decode(ADAPTER, prompt, pipeline, config)
-        check_invariants(trace, config)
+        check_invariants(trace, config, edits=rule_name == "block_refinement")
         again = decode(ADAPTER, prompt, pipeline, config)
         assert np.array_equal(trace.tokens, again.tokens), "same seed, same trace"
         assert np.array_equal(trace.committed, again.committed)
+
+
+@pytest.mark.parametrize("rule_name", sorted(RULES))
+def test_the_exact_cache_is_refused_for_every_rule_on_a_whole_canvas_model(rule_name: str,
+                                                                         controller_options: dict[str, str]) -> None:
+    pipeline = Pipeline.from_names(rule_name, "aligned", cache="exact", block_length=8, **controller_options)
+    with pytest.raises(ValueError, match=refusal(rule_name, "aligned", "exact")):
+        decode(ADAPTER, [4, 5], pipeline, DecodeConfig(gen_length=16))
 
 
 @pytest.mark.parametrize(("mode", "stop_reason"), [("halt", "eos"), ("finish", "complete")])

@@ -138,7 +138,8 @@ def test_trace_saved_before_a_field_existed_loads_with_its_missing_value(trace: 
     field reads "not measured" (NaN, or -1 for a count) or, for edits, none."""
     spec = next(f for f in STEP_FIELDS if f.name == name)
     missing = np.full(spec.trace_shape(trace.num_steps, trace.gen_length), spec.missing)
-    if spec.shape == "scalar":  # measured values differ from "not measured" (a decode without edits has none)
+    if spec.shape == "scalar" and spec.missing != 0:  # measured values differ from "not measured" (counts of
+        # events a decode may not have, edits or padding changes, read 0 when missing)
         assert not np.array_equal(getattr(trace, name), missing, equal_nan=True)
     path = trace.save(tmp_path / "new.npz")
     with np.load(path, allow_pickle=False) as data:
@@ -176,3 +177,15 @@ def test_builder_makes_valid_empty_and_partial_traces() -> None:
 
 def _fields(trace: Trace) -> dict:
     return {name: getattr(trace, name) for name in (*STEP_FIELD_NAMES, "prompt_ids")} | {"meta": trace.meta}
+
+
+def test_a_trace_whose_metadata_leaves_the_optional_fields_unset_round_trips(tmp_path: Path) -> None:
+    """TraceMeta's decode_config and created_utc default to None (hand-built or replayed traces)."""
+    from dataclasses import replace
+
+    from trace_factory import make_trace
+
+    trace = make_trace(4, 6, seed=0)
+    bare = replace(trace, meta=trace.meta.replace(decode_config=None, created_utc=None))
+    loaded = load_trace(bare.save(tmp_path / "bare.npz"))
+    assert loaded.meta.decode_config is None and loaded.meta.created_utc is None

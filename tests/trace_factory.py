@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dllm_viz.config import DecodeConfig
 from dllm_viz.policies.base import COMMIT_REASONS
 from dllm_viz.policies.extras import (
     CE_EARLY,
@@ -138,3 +139,57 @@ def hand_trace(candidate: list[list[int]], commit_step: list[int], *,
         step_seconds=np.full(num_steps, 0.01), forward_seconds=np.full(num_steps, 0.01),
         prompt_ids=np.zeros(0), extras=dict(extras or {}), meta=meta("hand"),
     )
+
+
+Step = tuple[dict[int, int], dict[int, int]]  # (commits: position -> token, edits: position -> new token)
+
+
+def step_trace(steps: list[Step], gen_length: int, *, window: list[tuple[int, int]] | None = None,
+               draft: int = 5, label: str = "edits") -> Trace:
+    """A Trace from explicit per-step commits and edits (block refinement), with no randomness.
+
+    Each step commits the given masked positions to the given tokens (reason `threshold`, confidence
+    0.9) and replaces the given committed positions' tokens (reason `edit`, confidence 0.8); an edit
+    to MASK re-opens the position. Masked positions show `draft` as their candidate (confidence
+    0.4), committed ones their own token (confidence 1.0).
+    """
+    canvas = np.full(gen_length, MASK, dtype=np.int32)
+    rows, candidate, confidence, committed, edited, reason = [canvas.copy()], [], [], [], [], []
+    for commits, edits in steps:
+        before = canvas.copy()
+        cand, conf = np.where(before == MASK, draft, before), np.where(before == MASK, 0.4, 1.0)
+        com, edi, why = np.zeros(gen_length, bool), np.zeros(gen_length, bool), np.full(gen_length, -1)
+        for p, token in commits.items():
+            assert before[p] == MASK, f"position {p} is not masked"
+            canvas[p], cand[p], conf[p], com[p], why[p] = token, token, 0.9, True, COMMIT_REASONS.index("threshold")
+        for p, token in edits.items():
+            assert before[p] != MASK and before[p] != token, f"position {p} cannot be edited to {token}"
+            canvas[p], cand[p], conf[p], edi[p], why[p] = token, token, 0.8, True, COMMIT_REASONS.index("edit")
+        rows.append(canvas.copy())
+        for out, value in ((candidate, cand), (confidence, conf), (committed, com), (edited, edi), (reason, why)):
+            out.append(value)
+    num_steps = len(steps)
+    conf = np.asarray(confidence, dtype=np.float32).reshape(num_steps, gen_length)
+    return Trace(
+        tokens=np.asarray(rows), candidate=np.asarray(candidate).reshape(num_steps, gen_length), confidence=conf,
+        entropy=1.0 - conf, margin=conf / 2, committed=np.asarray(committed, bool).reshape(num_steps, gen_length),
+        reason=np.asarray(reason).reshape(num_steps, gen_length),
+        edited=np.asarray(edited, bool).reshape(num_steps, gen_length),
+        window=np.asarray(window or [(0, gen_length)] * num_steps).reshape(num_steps, 2),
+        block_index=np.zeros(num_steps), pass_kind=np.zeros(num_steps), query_len=np.full(num_steps, gen_length),
+        step_seconds=np.full(num_steps, 0.01), forward_seconds=np.full(num_steps, 0.008),
+        policy_seconds=np.full(num_steps, 0.001), prompt_ids=np.zeros(0),
+        meta={**meta(label), "decode_config": DecodeConfig(gen_length=gen_length).to_dict(),  # what a saved
+              "created_utc": "2026-12-01T00:00:00+00:00"},  # file must hold (trace_validation.check_meta)
+    )
+
+
+# Four positions in one window. Step 0 commits 0 and 1; step 1 commits 2 and edits 0 (10 -> 20); step 2
+# commits 3, filling the window; steps 3 and 4 are post-steps: 3 edits 1 (11 -> 21) and 0 (20 -> 30),
+# 4 edits nothing. Ids 10.. display as "w10"...
+EDIT_STEPS: list[Step] = [({0: 10, 1: 11}, {}), ({2: 12}, {0: 20}), ({3: 13}, {}), ({}, {0: 30, 1: 21}), ({}, {})]
+
+
+def edit_trace() -> Trace:
+    """The EDIT_STEPS trace: three edits at two positions, two post-steps."""
+    return step_trace(EDIT_STEPS, 4)

@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     print(trace.meta.answer_text)
     print(f"policy={pipe.label} nfe={trace.nfe} time={summary['seconds']:.3f}s "
           f"tokens/s={summary['tokens_per_second']:.1f} tokens/step={summary['tokens_per_step']:.2f} "
-          f"policy_overhead={100 * summary['policy_overhead']:.2f}% stop={trace.meta.stop_reason}")
+          f"policy_overhead={100 * summary['policy_overhead']:.2f}% stop={trace.meta.stop_reason}"
+          + (f" edits={summary['edits']:.0f} post_steps={summary['post_steps']:.0f}" if trace.edited.any() else ""))
     if args.save is not None:
         print(f"saved {trace.save(args.save, overwrite=args.force)}")
     return 0

@@ -82,9 +82,11 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--extrapolate", default=None, choices=sorted(EXTRAPOLATORS),
                        help="look-ahead plug-in over the rule (Confidence Extrapolation); default none")
     group.add_argument("--stop", default=None, choices=sorted(STOPS),
-                       help="end-of-text stop (cut the canvas after a confident EOS); default none")
+                       help="end-of-text stop: eos cuts the canvas after a confident EOS, eos_first halts at "
+                            "the answer's first EOS (LLaDA2); default none")
     group.add_argument("--cache", default="none", choices=list(CACHE_MODES),
-                       help="Fast-dLLM KV cache, refreshed at each block start (default: none)")
+                       help="KV cache: Fast-dLLM's prefix / dual (bidirectional models, refreshed at each "
+                            "block start) or exact (block-causal models: finished blocks reused); default none")
     group.add_argument("--refresh-every", type=int, default=None,
                        help="also refresh the KV cache every N steps inside a block")
     group.add_argument("--gen-length", type=int, default=128, help="generated positions (default: 128)")

@@ -28,6 +28,7 @@ OKABE_ITO: tuple[str, ...] = (
 COMMIT_COLOR = "#D55E00"  # vermillion: visible on every Viridis colour
 BAND_EDGE_COLOR = "#E69F00"
 NO_DATA_COLOR = "#D9D9D9"  # committed / undefined cells
+EDIT_COLOR = "#CC79A7"  # reddish purple: token edits (block refinement), apart from commits' vermillion
 
 # Token-state colours of the LLaDA Gradio demo (docs/UX.md §1.1).
 MASKED_COLOR = "#444444"

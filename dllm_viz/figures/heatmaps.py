@@ -1,7 +1,8 @@
 """Positions x steps heatmaps of per-position statistics: confidence, entropy, margin, TSPD gate.
 
 A cell is coloured while its position is still masked at that step; once committed it shows
-the grey background, so "still deciding" and "already decided" never share a colour. Large
+the grey background, so "still deciding" and "already decided" never share a colour. A token
+edit (block refinement replacing a committed token) is marked on its grey cell. Large
 traces are pooled to screen resolution (min-pool for confidence-like values, so a bin shows its
 hardest token) and quantised to uint8 above a size, which keeps a 1024 x 1024 trace near 1 MB.
 Overlays (commits, block boundaries, volatility-band edges) are one trace each (overlays.py).
@@ -30,7 +31,7 @@ from dllm_viz.figures._layout import (
     trace_label,
 )
 from dllm_viz.figures._pooling import QUANT_LEVELS, QUANT_NO_DATA, PoolHow, quantize
-from dllm_viz.figures.overlays import block_boundaries, commit_markers, edge_legend, volatility_band_edges
+from dllm_viz.figures.overlays import block_boundaries, commit_markers, edge_legend, edit_markers, volatility_band_edges
 from dllm_viz.policies.extras import TSPD_GATE, VOLATILITY_REGION
 from dllm_viz.trace import Trace
 
@@ -122,6 +123,8 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
         fig.add_trace(volatility_band_edges(trace.extras[VOLATILITY_REGION], grid))
     if show_commits and trace.num_steps:
         fig.add_trace(commit_markers(trace, grid))
+    if show_commits and trace.edited.any():
+        fig.add_trace(edit_markers(trace, grid))
     if show_blocks and trace.num_steps:  # legend entries last, so the drawn traces keep their order
         fig.add_trace(edge_legend("block boundary", "#000000"))
     if show_bands and trace.num_steps and VOLATILITY_REGION in trace.extras:
@@ -139,7 +142,8 @@ def confidence_heatmap(trace: Trace, *, title: str | None = None, show_commits: 
     Args:
         trace: the decode to draw.
         title: figure title; the default names the trace label and NFE.
-        show_commits: overlay one marker trace at every (position, step) commit.
+        show_commits: overlay one marker trace at every (position, step) commit and, when the
+            trace has token edits, one at every edit (hover: "edited: 'old' → 'new' at step s").
         show_blocks: overlay the window [start, end) of every step as one bar trace of edges.
         show_bands: overlay the volatility-band edges when the trace has extras['volatility_region'].
         max_steps: rows above this are min-pooled in whole bins of steps.

@@ -1,10 +1,10 @@
 """Overlays on a positions x steps heatmap, each ONE plotly trace however many events it shows.
 
-Commit events are one marker scatter; block boundaries and volatility-band edges are one
-`go.Bar` each: thin vertical bars placed with per-bar `offset`, because the position axis is
-categorical (one token label per column) and plotly maps a scatter's numeric x on a category
-axis to new categories, so only bar offsets can sit on the edge *between* two columns. Runs of
-steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
+Commit events are one marker scatter, token edits another; block boundaries and volatility-band
+edges are one `go.Bar` each: thin vertical bars placed with per-bar `offset`, because the
+position axis is categorical (one token label per column) and plotly maps a scatter's numeric x
+on a category axis to new categories, so only bar offsets can sit on the edge *between* two
+columns. Runs of steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from dllm_viz.figures._edits import capped, edit_text
 from dllm_viz.figures._grid import StepGrid
-from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR
+from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR, EDIT_COLOR, plotly_text
 from dllm_viz.figures._pooling import bin_starts
 from dllm_viz.trace import Trace
 
@@ -30,6 +31,25 @@ def commit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
         x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name="commit",
         marker={"symbol": "square-open", "color": COMMIT_COLOR, "size": 7, "line": {"width": 2}},
         hovertemplate="commit at position %{x}<br>step %{y}<extra></extra>",
+    )
+
+
+def edit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
+    """One marker per pooled cell that holds a token edit; its hover names each edit of the cell.
+
+    An edited cell is committed (grey), so the marker is a filled purple x, apart from the
+    commits' open vermillion squares; hover reads "position p: edited: 'old' → 'new' at step s".
+    """
+    lines: dict[tuple[int, int], list[str]] = {}
+    for event in trace.edit_events:
+        cell = (event.step // grid.row_factor, event.position // grid.col_factor)
+        lines.setdefault(cell, []).append(f"position {event.position}: {plotly_text(edit_text(trace, event))}")
+    cells = sorted(lines)
+    return go.Scatter(
+        x=[grid.labels[c] for _, c in cells], y=grid.row_centers[[r for r, _ in cells]] if cells else [],
+        text=["<br>".join(capped(lines[cell])) for cell in cells], mode="markers", name="edit",
+        marker={"symbol": "x", "color": EDIT_COLOR, "size": 9, "line": {"color": "#FFFFFF", "width": 1}},
+        hovertemplate="%{text}<extra></extra>",
     )
 
 

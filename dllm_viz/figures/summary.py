@@ -2,7 +2,8 @@
 
 `step_series` computes the 1-D series (pure numpy, also used by compare.py); the strip draws
 them as stacked panels on one shared step axis with a unified hover, small enough to redraw
-on every rerun with a playhead (the big heatmap stays byte-identical; docs/UX.md §4).
+on every rerun with a playhead (the big heatmap stays byte-identical; docs/UX.md §4). Token edits
+and post-steps (block refinement) get their bar and markers only in traces that have them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dllm_viz.figures._layout import (
+    EDIT_COLOR,
     OKABE_ITO,
     axis,
     finish_layout,
@@ -27,15 +29,9 @@ from dllm_viz.figures._layout import (
 from dllm_viz.trace import Trace
 
 SERIES_NAMES: tuple[str, ...] = (
-    "committed", "masked_remaining", "committed_fraction", "mean_confidence", "min_confidence",
+    "committed", "edited", "post_step", "masked_remaining", "committed_fraction", "mean_confidence", "min_confidence",
     "cumulative_nfe", "cumulative_cost", "cumulative_seconds", "forward_ms", "policy_ms", "engine_ms",
 )
-
-
-def window_mask(trace: Trace) -> np.ndarray:
-    """[S, L] True where the position lies inside that step's window."""
-    positions = np.arange(trace.gen_length)[None, :]
-    return (positions >= trace.window[:, :1]) & (positions < trace.window[:, 1:])
 
 
 def step_series(trace: Trace) -> dict[str, np.ndarray]:
@@ -43,6 +39,9 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
 
     Returns:
         committed: positions committed at the step.
+        edited: committed tokens replaced at the step (block refinement; 0 for other rules).
+        post_step: 1 where the step's window had no masked position when it began (a pass that
+            could only edit, `Trace.post_steps`), else 0.
         masked_remaining: positions still masked after the step.
         committed_fraction: fraction of gen_length committed after the step.
         mean_confidence / min_confidence: over the masked positions of the step's window as the
@@ -57,10 +56,12 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
     """
     committed = trace.tokens_per_step.astype(np.float64)
     remaining = trace.gen_length - np.cumsum(committed)
-    open_ = masked_before(trace) & window_mask(trace)
+    open_ = masked_before(trace) & trace.in_window
     full_pass = max(trace.prompt_ids.size + trace.gen_length, 1)
     return {
         "committed": committed,
+        "edited": trace.edits_per_step.astype(np.float64),
+        "post_step": trace.post_steps.astype(np.float64),
         "masked_remaining": remaining,
         "committed_fraction": 1.0 - remaining / max(trace.gen_length, 1),
         "mean_confidence": nanstat(trace.confidence, open_, "mean"),
@@ -77,6 +78,21 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
 def _line(steps: np.ndarray, y: np.ndarray, name: str, color: str, fmt: str, **extra: object) -> go.Scatter:
     return go.Scatter(x=steps, y=y, mode="lines+markers", name=name, line={"color": color, "width": 1.5},
                       marker={"size": 4}, hovertemplate=f"{name} %{{y:{fmt}}}<extra></extra>", **extra)
+
+
+def _edit_traces(steps: np.ndarray, series: dict[str, np.ndarray]) -> list[tuple[int, go.Bar | go.Scatter]]:
+    """The first panel's edits bar (stacked on the commits) and post-step markers; none without them."""
+    out: list[tuple[int, go.Bar | go.Scatter]] = []
+    if series["edited"].any():
+        out.append((1, go.Bar(x=steps, y=series["edited"], name="edited this step", marker={"color": EDIT_COLOR},
+                              hovertemplate="edited %{y}<extra></extra>")))
+    post = series["post_step"] > 0
+    if post.any():
+        top = (series["committed"] + series["edited"])[post]
+        out.append((1, go.Scatter(x=steps[post], y=top, mode="markers", name="post-step (window had no masks)",
+                                  marker={"symbol": "triangle-down", "size": 9, "color": OKABE_ITO[7]},
+                                  cliponaxis=False, hovertemplate="post-step<extra></extra>")))
+    return out
 
 
 @functools.cache
@@ -102,14 +118,16 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
 
     Returns:
         Five stacked panels sharing the step axis (hovermode 'x unified'): a bar of commits per
-        step; masked remaining; mean and minimum confidence in the window; cumulative NFE and
-        cumulative cost in full-pass equivalents; each step's wall time stacked as forward pass,
-        policy and engine bookkeeping (milliseconds).
+        step (with edits per step stacked on it and a marker on every post-step, in traces
+        that have them; the title then counts both); masked remaining; mean and minimum
+        confidence in the window; cumulative NFE and cumulative cost in full-pass equivalents;
+        each step's wall time stacked as forward pass, policy and engine bookkeeping (ms).
     """
     series = step_series(trace)
     steps = np.arange(trace.num_steps)
     traces = [(1, go.Bar(x=steps, y=series["committed"], name="committed this step", marker={"color": OKABE_ITO[0]},
                          hovertemplate="committed %{y}<extra></extra>")),
+              *_edit_traces(steps, series),
               (2, _line(steps, series["masked_remaining"], "masked remaining", OKABE_ITO[7], ".0f")),
               (3, _line(steps, series["mean_confidence"], "mean confidence in window", OKABE_ITO[2], ".3f")),
               (3, _line(steps, series["min_confidence"], "min confidence in window", OKABE_ITO[3], ".3f")),
@@ -128,12 +146,15 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     # build time, which every Step paid), then each trace names its panel's axes itself.
     fig = go.Figure(data=[t.update(xaxis=_axis_name("x", row), yaxis=_axis_name("y", row)) for row, t in traces],
                     layout=copy.deepcopy(_panel_layout()))
+    edits, posts = int(series["edited"].sum()), int(series["post_step"].sum())
     panels = {f"{_axis_name('yaxis', row)}": axis(name) for row, name in
-              enumerate(("commits", "masked", "confidence", "NFE", "time (ms)"), start=1)}
+              enumerate(("commits, edits" if edits else "commits", "masked", "confidence", "NFE", "time (ms)"),
+                        start=1)}
     panels["yaxis3"]["range"] = [0, 1.02]
     fig.update_layout(**panels, xaxis5=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5],
                                              **step_ticks(trace.num_steps)))
     tps = trace.summary()["tokens_per_step"]
-    default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step")
+    default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step",
+                     f"{edits} edits" if edits else "", f"{posts} post-steps" if posts else "")
     return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1,
                          barmode="stack")

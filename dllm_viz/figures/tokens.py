@@ -3,7 +3,10 @@
 Positions are laid out as text, wrapped `tokens_per_row` to a row, as a heatmap of cell
 colours plus one text scatter (plotly heatmaps cannot colour text per cell). Colours follow
 the LLaDA demo: masked dark grey (its draft candidate written faintly), committed this step
-red / orange / green by confidence, committed earlier blue. `token_strip_html` gives the same
+red / orange / green by confidence, committed earlier blue. A token reached by edits (block
+refinement) is written after the token(s) it replaced, struck through; a position edited at the
+shown step carries a purple corner mark (the commit-order map marks every edited position). Both
+appear, with their legend keys, only in traces that have edits. `token_strip_html` gives the same
 strip as escaped HTML for `st.html`. Knows nothing about policies.
 """
 
@@ -15,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from dllm_viz.figures._edits import capped, edit_text, edits_by_position, token_display
 from dllm_viz.figures._layout import (
     DRAFT_TEXT_COLOR,
     EARLIER_COLOR,
+    EDIT_COLOR,
     HIGH_COLOR,
     LOW_COLOR,
     LOW_CONFIDENCE,
@@ -42,6 +47,9 @@ STATE_NAMES: tuple[str, ...] = ("masked", "new, confidence < 0.3", "new, confide
 STATE_COLORS: tuple[str, ...] = (MASKED_COLOR, LOW_COLOR, MID_COLOR, HIGH_COLOR, EARLIER_COLOR)
 MASKED, EARLIER = 0, 4
 _CELL_CHARS = 8
+_STRUCK_CHARS = 4  # a replaced token in a plotly cell: the newest only, cut short
+_STRUCK_HTML = 2  # replaced tokens written before an HTML strip token (newest last; older ones as …)
+EDITED_NOW = "edited this step"
 
 
 @dataclass(frozen=True)
@@ -53,12 +61,19 @@ class TokenStates:
         text: display text: the token if committed, the draft candidate if masked.
         confidence: the model's confidence in that text at this step (NaN before step 0).
         is_draft: True where the text is a masked position's current candidate.
+        edited_now: True where the position's committed token was replaced at this step.
+        replaced: per position, the texts of the tokens edits replaced up to this step, oldest
+            first; empty where there were none or the position is masked now.
+        edit_notes: per position, one `edit_text` line per edit up to this step.
     """
 
     state: np.ndarray
     text: list[str]
     confidence: np.ndarray
     is_draft: np.ndarray
+    edited_now: np.ndarray
+    replaced: list[tuple[str, ...]]
+    edit_notes: list[list[str]]
 
 
 def resolve_step(trace: Trace, step: int | None) -> int:
@@ -85,8 +100,14 @@ def token_states(trace: Trace, step: int | None = None) -> TokenStates:
     state = np.select([now & (conf < LOW_CONFIDENCE), now & (conf < MID_CONFIDENCE), now, before != mask],
                       [1, 2, 3, EARLIER], default=MASKED).astype(np.int8)
     is_draft = (after == mask) & (s >= 0)
-    return TokenStates(state=state, text=token_texts(trace, shown), confidence=conf.astype(np.float64),
-                       is_draft=is_draft)
+    edits = edits_by_position(trace, s) if s >= 0 else {}
+    history = [edits.get(p, []) for p in range(trace.gen_length)]
+    return TokenStates(
+        state=state, text=token_texts(trace, shown), confidence=conf.astype(np.float64), is_draft=is_draft,
+        edited_now=trace.edited[s].copy() if s >= 0 else np.zeros(trace.gen_length, bool),
+        replaced=[tuple(token_display(trace, e.old) for e in events) if token != mask else ()
+                  for token, events in zip(after.tolist(), history, strict=True)],
+        edit_notes=[[edit_text(trace, e) for e in events] for events in history])
 
 
 def wrap(values: np.ndarray, width: int, fill: float = np.nan) -> np.ndarray:
@@ -97,15 +118,38 @@ def wrap(values: np.ndarray, width: int, fill: float = np.nan) -> np.ndarray:
     return out.reshape(rows, width)
 
 
-def _cell(text: str) -> str:
-    return text if len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "…"
+def _cell(text: str, limit: int = _CELL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _struck(old: str) -> str:
+    """A replaced token as plotly text: struck through and cut short, then a space ('' for none)."""
+    return f"<s>{plotly_text(_cell(old, _STRUCK_CHARS))}</s> " if old else ""
+
+
+def edit_marks(positions: np.ndarray, hover: list[str], *, width: int, name: str,
+               showlegend: bool) -> go.Scatter:
+    """A purple diamond in the top-right corner of each listed cell of a wrapped grid, with `hover`."""
+    positions = np.asarray(positions, dtype=np.int64)
+    return go.Scatter(x=positions % width + 0.38, y=positions // width - 0.3, mode="markers", name=name,
+                      marker={"symbol": "diamond", "size": 8, "color": EDIT_COLOR,
+                              "line": {"color": "#FFFFFF", "width": 1}},
+                      text=hover, hovertemplate="%{text}<extra></extra>", showlegend=showlegend)
+
+
+def _notes(notes: list[str]) -> str:
+    """Edit lines for a plotly hover: each on its own line, escaped, capped ('' for none)."""
+    return "".join(f"<br>{plotly_text(line)}" for line in capped(notes))
 
 
 def grid_traces(z: np.ndarray, texts: list[str], text_colors: list[str], *, width: int,
-                hover: list[str] | None = None, **heatmap: object) -> list[go.Heatmap | go.Scatter]:
+                hover: list[str] | None = None, struck: list[str] | None = None,
+                **heatmap: object) -> list[go.Heatmap | go.Scatter]:
     """A wrapped grid as [heatmap of cell colours, text scatter]; positions run row-major.
 
-    With `hover`, the heatmap shows it per cell; otherwise the heatmap has no hover.
+    With `hover`, the heatmap shows it per cell; otherwise the heatmap has no hover. With
+    `struck`, a non-empty entry (a token an edit replaced) is written struck through before
+    that cell's text.
     """
     grid = wrap(z.astype(np.float64), width)
     hover_options: dict[str, object] = {"hoverinfo": "skip"}
@@ -118,7 +162,9 @@ def grid_traces(z: np.ndarray, texts: list[str], text_colors: list[str], *, widt
     return [
         go.Heatmap(z=grid, xgap=1, ygap=1, **hover_options, **heatmap),
         go.Scatter(x=positions % width, y=positions // width, mode="text", name="tokens",
-                   text=[plotly_text(_cell(t)) for t in texts], textfont={"color": text_colors, "size": 11},
+                   text=[_struck(old) + plotly_text(_cell(t)) for t, old in zip(texts, struck or [""] * len(texts),
+                                                                               strict=True)],
+                   textfont={"color": text_colors, "size": 11},
                    hoverinfo="skip", showlegend=False),
     ]
 
@@ -167,6 +213,11 @@ def state_legend() -> str:
     return "  ".join(f"<span style='color:{c}'>■</span> {plotly_text(n)}" for c, n in pairs)
 
 
+def edit_legend() -> str:
+    """The edit keys of a token strip as plotly rich text (for traces that have edits)."""
+    return f"<s>old</s> new: edited  <span style='color:{EDIT_COLOR}'>◆</span> {EDITED_NOW}"
+
+
 def token_strip(trace: Trace, step: int | None = None, *, tokens_per_row: int = 32,
                 title: str | None = None) -> go.Figure:
     """The canvas after `step`, coloured by token state as in the LLaDA demo.
@@ -178,19 +229,26 @@ def token_strip(trace: Trace, step: int | None = None, *, tokens_per_row: int = 
         title: figure title; the default names the step and carries the colour legend.
 
     Returns:
-        A figure with a heatmap of state codes (0..4, STATE_NAMES) and a text scatter.
+        A figure with a heatmap of state codes (0..4, STATE_NAMES) and a text scatter, plus a
+        marker scatter of the positions edited at `step` when there are any.
     """
     s = resolve_step(trace, step)
     states = token_states(trace, step)
     hover = [f"position {p}: {plotly_text(t)}<br>{plotly_text(STATE_NAMES[k])}{' (draft)' if d else ''}"
-             f"<br>confidence {c:.3f}" for p, (t, k, d, c) in
-             enumerate(zip(states.text, states.state, states.is_draft, states.confidence, strict=True))]
+             f"<br>confidence {c:.3f}{_notes(notes)}" for p, (t, k, d, c, notes) in
+             enumerate(zip(states.text, states.state, states.is_draft, states.confidence, states.edit_notes,
+                           strict=True))]
     width = grid_width(trace.gen_length, tokens_per_row)
     fig = grid_layout(go.Figure(grid_traces(states.state, states.text, state_text_colors(states), width=width,
-                                            hover=hover, zmin=-0.5, zmax=4.5, colorscale=state_colorscale(),
+                                            hover=hover, struck=[old[-1] if old else "" for old in states.replaced],
+                                            zmin=-0.5, zmax=4.5, colorscale=state_colorscale(),
                                             showscale=False, name="token state")))
+    now = np.flatnonzero(states.edited_now)
+    if now.size:
+        fig.add_trace(edit_marks(now, [hover[p] for p in now], width=width, name=EDITED_NOW, showlegend=False))
     where = "initial canvas" if s < 0 else f"after step {s} of {trace.num_steps}"
-    default = f"Tokens {where}: {trace_label(trace)}<br><sup>{state_legend()}</sup>"
+    keys = state_legend() + (f"  {edit_legend()}" if trace.edited.any() else "")
+    default = f"Tokens {where}: {trace_label(trace)}<br><sup>{keys}</sup>"
     return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
 
 
@@ -203,31 +261,48 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
         title: figure title; the default names the trace and NFE.
 
     Returns:
-        A figure with a heatmap of commit steps (NaN = never committed) and a text scatter.
+        A figure with a heatmap of commit steps (NaN = never committed) and a text scatter; in a
+        trace with edits, the edited positions' text follows the token they last replaced, struck
+        through, and a marker scatter "edited after commit" marks them, its hover listing every
+        edit ("edited: 'old' → 'new' at step s"). The colour stays the step of the commit.
     """
     steps = trace.commit_step.astype(np.float64)
     steps[steps < 0] = np.nan
     names = reason_names(trace)
     reasons = [names[r] if 0 <= r < len(names) else "never committed" for r in trace.commit_reason]
     texts = token_texts(trace, trace.final_tokens)
+    edits = edits_by_position(trace)
+    notes = [[edit_text(trace, e) for e in edits.get(p, [])] for p in range(trace.gen_length)]
     hover = [f"position {p}: {plotly_text(t)}<br>committed at step {int(c) if np.isfinite(c) else '-'}"
-             f"<br>reason {r}"
-             for p, (t, c, r) in enumerate(zip(texts, steps, reasons, strict=True))]
+             f"<br>reason {r}{_notes(n)}"
+             for p, (t, c, r, n) in enumerate(zip(texts, steps, reasons, notes, strict=True))]
     top = max(trace.num_steps - 1, 1)
     colors = ["#111111" if np.isnan(c) or c / top > 0.55 else "#FFFFFF" for c in steps]
     width = grid_width(trace.gen_length, tokens_per_row)
-    fig = grid_layout(go.Figure(grid_traces(steps, texts, colors, width=width, hover=hover, zmin=0, zmax=top,
-                                            colorscale=STEP_SCALE, name="commit step",
+    mask = mask_token_id(trace)
+    struck = [token_display(trace, edits[p][-1].old) if p in edits and token != mask else ""
+              for p, token in enumerate(trace.final_tokens.tolist())]
+    fig = grid_layout(go.Figure(grid_traces(steps, texts, colors, width=width, hover=hover, struck=struck,
+                                            zmin=0, zmax=top, colorscale=STEP_SCALE, name="commit step",
                                             colorbar={"title": {"text": "commit step"}})))
+    if edits:
+        edited = np.array(sorted(edits))
+        fig.add_trace(edit_marks(edited, [hover[p] for p in edited], width=width, name="edited after commit",
+                                 showlegend=True))
     fig.update_layout(plot_bgcolor=NO_DATA_COLOR)
     default = titled("Commit order", trace_label(trace), f"NFE {trace.nfe}")
     return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
 
 
-def _span(text: str, background: str, color: str, tip: str, *, draft: bool) -> str:
+def _span(text: str, background: str, color: str, tip: str, *, draft: bool, replaced: tuple[str, ...] = (),
+          edited_now: bool = False) -> str:
     style = (f"background:{background};color:{color};padding:1px 3px;margin:1px;border-radius:3px;"
-             "white-space:pre;display:inline-block" + (";font-style:italic;opacity:0.75" if draft else ""))
-    return f'<span style="{style}" title="{html.escape(tip, quote=True)}">{html.escape(text)}</span>'
+             "white-space:pre;display:inline-block" + (";font-style:italic;opacity:0.75" if draft else "")
+             + (f";outline:2px solid {EDIT_COLOR}" if edited_now else ""))
+    shown = replaced[-_STRUCK_HTML:]
+    old = ("…" if len(replaced) > len(shown) else "") + "".join(
+        f'<s style="opacity:0.7">{html.escape(t)}</s> ' for t in shown)
+    return f'<span style="{style}" title="{html.escape(tip, quote=True)}">{old}{html.escape(text)}</span>'
 
 
 def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = True) -> str:
@@ -246,12 +321,19 @@ def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = Tr
     for p, (text, k, draft, conf) in enumerate(zip(states.text, states.state, states.is_draft,
                                                    states.confidence, strict=True)):
         fg = text_color(int(k), bool(draft))
-        tip = f"position {p}: {STATE_NAMES[k]}{' (draft)' if draft else ''}, confidence {conf:.3f}"
-        spans.append(_span(text, STATE_COLORS[k], fg, tip, draft=bool(draft)))
+        tip = "; ".join([f"position {p}: {STATE_NAMES[k]}{' (draft)' if draft else ''}, confidence {conf:.3f}",
+                         *capped(states.edit_notes[p])])
+        spans.append(_span(text, STATE_COLORS[k], fg, tip, draft=bool(draft), replaced=states.replaced[p],
+                           edited_now=bool(states.edited_now[p])))
     out = '<div class="dllm-token-strip" style="font-family:monospace;line-height:1.8">' + "".join(spans)
     if legend:
         keys = "".join(_span(n, c, text_color(i, False), n, draft=False)
                        for i, (c, n) in enumerate(zip(STATE_COLORS, STATE_NAMES, strict=True)))
+        if trace.edited.any():
+            earlier = STATE_COLORS[EARLIER]
+            keys += (_span("new", earlier, "#111111", "edited: the struck token was replaced", draft=False,
+                           replaced=("old",))
+                     + _span(EDITED_NOW, earlier, "#111111", EDITED_NOW, draft=False, edited_now=True))
         out += f'<div style="margin-top:4px;font-size:0.8em">{keys}</div>'
     return out + "</div>"
 

@@ -23,7 +23,7 @@ the per-pass work is the level and velocity update plus table lookups.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import ClassVar
 
@@ -243,4 +243,5 @@ class KalmanExtrapolation(Extrapolator):
         state = KalmanState(level=state.level, velocity=state.velocity, observations=state.observations,
                             previous=view.candidate.copy(), veto_until=veto_until, table=state.table,
                             passes=state.passes)
-        return Decision(commit=decision.commit | early, reason=reason, extras=extras), state
+        # replace(): the base rule's edits and window request (block refinement) carry through
+        return replace(decision, commit=decision.commit | early, reason=reason, extras=extras), state
