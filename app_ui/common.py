@@ -21,6 +21,7 @@ import streamlit as st
 
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.explain import model_summary
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.controller_weights import BUNDLED, load_controller
@@ -37,6 +38,7 @@ MODELS_DIR_ENV = "DLLM_VIZ_MODELS_DIR"
 # The policy fields that name weight files, and the controller kind each must hold.
 WEIGHT_KINDS = {"controller_weights": "tspd", "filter_weights": "learn2pd"}
 MAX_PROMPT_CHARS = 4000
+TEMPERATURE_MAX = 10.0  # the sidebar's range; the engine takes any finite value >= 0
 OWN_PROMPT = "(type your own)"
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
 TEXT_PARAM = "text"
@@ -157,11 +159,16 @@ def sidebar() -> None:
     with st.sidebar:
         st.header("Model")
         st.text_input("Model (tiny, or a checkpoint folder)", value=default_model(), key="model",
-                      help="'tiny' is the bundled model; or a LLaDA / Dream / tiny checkpoint folder inside the "
-                           "app's models folder ($DLLM_VIZ_MODELS_DIR), e.g. GSAI-ML/LLaDA-8B-Instruct")
+                      help="'tiny' is the bundled model; or a LLaDA / Dream / tiny checkpoint folder, or a block-"
+                           "diffusion one (LLaDA2.x, SDAR, Fast-dLLM v2), inside the app's models folder "
+                           "($DLLM_VIZ_MODELS_DIR), e.g. GSAI-ML/LLaDA-8B-Instruct")
         st.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device")
         st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="seed",
                         bind="query-params", help="seeds sampling and random remasking")
+        st.number_input("Temperature", min_value=0.0, max_value=TEMPERATURE_MAX, value=0.0, step=0.1,
+                        key="temperature", bind="query-params",
+                        help="sampling temperature of the candidates: 0 is greedy (the most probable token); "
+                             "above 0 candidates are drawn, and block refinement's top_k / top_p apply")
         if (threads := st.session_state.get("threads")) is not None:
             st.caption(f"CPU threads: {threads.reason}. Set {THREADS_ENV} to change.")
 
@@ -181,6 +188,7 @@ def current_model() -> ModelAdapter | None:
                  "inside the app's models folder in the sidebar.")
         return None
     st.session_state["threads"] = use_threads(adapter)
+    st.sidebar.caption(model_summary(adapter.info))
     return adapter
 
 
@@ -203,8 +211,9 @@ def canvas_limit(adapter: ModelAdapter | None, prompt: str | None) -> int | None
 
 
 def decode_config(gen_length: int) -> DecodeConfig:
-    """DecodeConfig for this session: the gen length and the sidebar's seed."""
-    return DecodeConfig(gen_length=int(gen_length), seed=int(st.session_state.get("seed", 0)))
+    """DecodeConfig for this session: the gen length and the sidebar's seed and temperature."""
+    return DecodeConfig(gen_length=int(gen_length), seed=int(st.session_state.get("seed", 0)),
+                        temperature=float(st.session_state.get("temperature") or 0.0))
 
 
 def decode_with_bar(adapter: ModelAdapter, prompt: str, pipeline: Pipeline, config: DecodeConfig, bar: Any,
@@ -344,6 +353,8 @@ def share_query(trace: Trace) -> dict[str, str]:
     """Decode-page query params that rebuild `trace`: policy, fields, gen length, seed and prompt."""
     pipe = trace.meta.pipeline
     query = {"gen": str(trace.gen_length), "seed": str(trace.meta.seed)}
+    if trace.meta.decode_config is not None and trace.meta.decode_config.temperature:
+        query["temperature"] = str(trace.meta.decode_config.temperature)
     if prompt := trace.meta.prompt_text:  # traces saved without their text keep the page's prompt
         query |= prompt_query(prompt)
     for part in ("rule", "block"):
@@ -354,6 +365,8 @@ def share_query(trace: Trace) -> dict[str, str]:
         if pipe.get(part):
             query[flag] = "true"
             query |= {k: _query_value(v) for k, v in pipe[part].items() if k != "name" and v is not None}
+    if pipe.get("stop"):
+        query["stop_rule"] = pipe["stop"]["name"]  # which stop rule the EOS toggle turns on (eos, eos_first)
     if pipe.get("cache", "none") != "none":
         query["cache"] = pipe["cache"]
     return query

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import streamlit as st
 
+from app_ui.common import TEMPERATURE_MAX
 from app_ui.widgets import GEN_LENGTHS
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
@@ -45,6 +46,16 @@ def _integer(low: int, high: int) -> Callable[[str], str | None]:
     return check
 
 
+def _number(low: float, high: float) -> Callable[[str], str | None]:
+    def check(text: str) -> str | None:
+        try:
+            ok = low <= float(text) <= high
+        except ValueError:
+            ok = False
+        return None if ok else f"a number from {low:g} to {high:g}"
+    return check
+
+
 def _gen_length(text: str) -> str | None:
     return None if text in {str(g) for g in GEN_LENGTHS} else f"one of {', '.join(map(str, GEN_LENGTHS))}"
 
@@ -55,10 +66,12 @@ _COMPONENT_KEYS: dict[str, Callable[[str], str | None]] = {
     "cache": _choice(CACHE_MODES),
     "ce": _choice(_BOOLS),
     "eos": _choice(_BOOLS),
+    "stop_rule": _choice(tuple(STOPS)),
     "refresh": _integer(1, 10**6),
 }
 _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "seed": _integer(0, SEED_MAX),
+    "temperature": _number(0.0, TEMPERATURE_MAX),
     "gen": _gen_length,
     "cmp_gen": _gen_length,
     "tune_gen": _gen_length,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,11 @@ import streamlit as st
 
 from app_ui.common import confine_weights
 from dllm_viz.cache_modes import CACHE_MODES
-from dllm_viz.explain import component_help, knob_help
+from dllm_viz.engine import check_geometry
+from dllm_viz.explain import cache_help, component_help, knob_help
+from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from dllm_viz.policies.defaults import BIDIRECTIONAL, PolicyDefaults, policy_defaults
 from dllm_viz.policies.knobs import Knob, knobs, parse_strings
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
@@ -128,34 +131,108 @@ def controller_choices(directory: Path) -> Callable[[str], list[str]]:
     return choices
 
 
+def model_defaults(prefix: str, adapter: ModelAdapter | None, default_rule: str) -> PolicyDefaults:
+    """The form's starting components for the loaded model (dllm_viz.policies.defaults).
+
+    A block-causal model starts on block refinement over aligned blocks of its own length; a
+    page's own default rule other than the bidirectional one (Compare's later slots) is kept.
+    When the kind of model changes (tiny, then a block-diffusion checkpoint, or back), the form
+    moves to the new defaults (a model that failed to load changes nothing); on the form's first
+    run a shared link's values win.
+    """
+    chosen = policy_defaults(adapter.info.block_length if adapter is not None else None)
+    if chosen.rule == BIDIRECTIONAL.rule or default_rule != BIDIRECTIONAL.rule:
+        chosen = replace(chosen, rule=default_rule)
+    marker, kind = f"_{prefix}policy_model", (chosen.rule, chosen.block, tuple(chosen.options.items()))
+    previous = st.session_state.get(marker)
+    if previous != kind and adapter is not None:  # no model (a typo in the sidebar): keep the form as it is
+        st.session_state[marker] = kind
+        values: dict[str, Any] = {"rule": chosen.rule, "block": chosen.block, "block_length": None,
+                                  **chosen.options}
+        for name, value in values.items():
+            key = prefix + name
+            if previous is None and (key in st.query_params or name in ("rule", "block") or value is None):
+                continue  # first run: the link's value or the widget's own default
+            if value is None:
+                st.session_state.pop(key, None)
+            else:
+                st.session_state[key] = value
+    return chosen
+
+
+def unavailable(adapter: ModelAdapter | None, rule: str) -> dict[str, str]:
+    """Block sizers and cache modes the engine would refuse for this model and rule: name -> its reason."""
+    if adapter is None:
+        return {}
+    out = {}
+    candidates = [("block", name, Pipeline(rule=RULES[rule](), block=cls())) for name, cls in BLOCKS.items()]
+    candidates += [("cache", mode, Pipeline(rule=RULES[rule](), cache=mode)) for mode in CACHE_MODES]
+    for _, name, pipe in candidates:
+        try:
+            check_geometry(adapter, pipe)
+        except ValueError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def _offered(key: str, names: list[str], refused: dict[str, str], default: str) -> list[str]:
+    """`names` less the refused ones; a session value that is no longer offered goes back to `default`."""
+    offered = [n for n in names if n not in refused]
+    if st.session_state.get(key) not in (None, *offered):
+        st.session_state[key] = default if default in offered else offered[0]
+    asked = st.query_params.get(key)
+    if asked in refused:
+        st.warning(f"{key}={asked} is not available for this model: {refused[asked]}.")
+    return offered
+
+
 def policy_form(prefix: str = "", *, bind: bool = False, default_rule: str = "threshold",
-                weights: Callable[[str], list[str]] | None = None) -> PolicySpec:
-    """The whole composition form: components, then every field of each chosen component."""
+                weights: Callable[[str], list[str]] | None = None, adapter: ModelAdapter | None = None) -> PolicySpec:
+    """The whole composition form: components, then every field of each chosen component.
+
+    With the loaded model's `adapter`, the defaults follow the model (block refinement on a
+    block-causal one) and block sizers and cache modes the engine refuses for it are not offered;
+    a caption names them with the engine's reason.
+    """
     keep: dict[str, Any] = {"persist_state": "session", **({"bind": "query-params"} if bind else {})}
-    rule = st.segmented_control("Commit rule", list(RULES), default=default_rule, required=True,
+    chosen = model_defaults(prefix, adapter, default_rule)
+    rule = st.segmented_control("Commit rule", list(RULES), default=chosen.rule, required=True,
                                 key=f"{prefix}rule", help="which masked positions a step commits", **keep)
     st.caption(component_help(str(rule)))  # what the chosen rule does, and its paper (dllm_viz.explain)
-    a, b, c, d = st.columns([1, 1.2, 1, 1], vertical_alignment="bottom")
-    block = a.segmented_control("Block sizing", list(BLOCKS), default="fixed", required=True,
-                                key=f"{prefix}block", help="fixed semi-AR blocks or AdaBlock", **keep)
-    cache = b.segmented_control("KV cache", list(CACHE_MODES), default="none", required=True,
-                                key=f"{prefix}cache", help="Fast-dLLM prefix / dual cache", **keep)
+    refused = unavailable(adapter, str(rule))
+    blocks = _offered(f"{prefix}block", list(BLOCKS), refused, chosen.block)
+    caches = _offered(f"{prefix}cache", list(CACHE_MODES), refused, "none")
+    a, b, c, d = st.columns([1.4, 1.3, 0.9, 1], vertical_alignment="bottom")  # room for three block sizers
+    block = a.segmented_control("Block sizing", blocks, default=chosen.block if chosen.block in blocks else blocks[0],
+                                required=True, key=f"{prefix}block", help=" ".join(component_help(n) for n in blocks),
+                                **keep)
+    cache = b.segmented_control("KV cache", caches, default="none", required=True,
+                                key=f"{prefix}cache", help=" ".join(cache_help(m) for m in caches), **keep)
     ce = c.toggle("CE (Kalman)", key=f"{prefix}ce", help="Confidence Extrapolation: Kalman look-ahead commits",
                   **keep)
-    eos = d.toggle("EOS early stop", key=f"{prefix}eos", help="cut the canvas after a confident EOS", **keep)
+    eos = d.toggle("EOS early stop", key=f"{prefix}eos", help="stop at a confident or first complete end-of-text",
+                   **keep)
+    if refused:
+        st.caption("Not offered for this model and rule: "
+                   + "; ".join(f"**{name}**: {reason}" for name, reason in refused.items()))
     refresh = None
-    if cache != "none":
+    if cache not in ("none", "exact"):
         refresh = st.number_input("Refresh cache every N steps", min_value=1, value=None, step=1,
                                   placeholder="only at block starts", key=f"{prefix}refresh", **keep)
     options = component_fields(RULES[rule], prefix, bind=bind, weights=weights)
     options |= component_fields(BLOCKS[block], prefix, bind=bind)
-    plugins = ((ce, "kalman", EXTRAPOLATORS, "CE settings"), (eos, "eos", STOPS, "EOS stop settings"))
-    for on, name, registry, title in plugins:
-        if on:
-            with st.expander(title):
-                options |= component_fields(registry[name], prefix, bind=bind, columns=4)
+    stop = None
+    if ce:
+        with st.expander("CE settings"):
+            options |= component_fields(EXTRAPOLATORS["kalman"], prefix, bind=bind, columns=4)
+    if eos:
+        with st.expander("EOS stop settings"):
+            stop = str(st.segmented_control("Stop rule", list(STOPS), default=chosen.stop, required=True,
+                                            key=f"{prefix}stop_rule", help=" ".join(component_help(n) for n in STOPS),
+                                            **keep))
+            options |= component_fields(STOPS[stop], prefix, bind=bind, columns=4)
     return PolicySpec(rule=str(rule), block=str(block), extrapolate="kalman" if ce else None,
-                      stop="eos" if eos else None, cache=str(cache), refresh_every=refresh, options=options)
+                      stop=stop, cache=str(cache), refresh_every=refresh, options=options)
 
 
 def gen_length_input(key: str, *, default: int = 64, bind: bool = False, container: Any = None,

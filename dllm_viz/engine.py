@@ -36,7 +36,7 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
                   config: DecodeConfig) -> None:
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty; give at least one prompt token")
-    _check_geometry(adapter, pipeline)
+    check_geometry(adapter, pipeline)
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
     limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
@@ -49,7 +49,7 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
     pipeline.validate(config.gen_length)
 
 
-def _check_geometry(adapter: ModelAdapter, pipeline: Pipeline) -> None:
+def check_geometry(adapter: ModelAdapter, pipeline: Pipeline) -> None:
     """The cache, the block sizer and the block-wise sampler against what the model can run."""
     info, cache = adapter.info, pipeline.cache
     if cache == "exact":

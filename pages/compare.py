@@ -53,7 +53,7 @@ count = int(right.segmented_control("Configurations", [2, 3, 4], default=2, requ
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
     with tab:
-        specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i]))
+        specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i], adapter=adapter))
 
 
 def pipelines() -> dict[str, Pipeline] | None:

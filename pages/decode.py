@@ -51,9 +51,9 @@ with st.expander("Prompt and policy", expanded=True, key="settings", on_change="
     st.caption(settings_label())
     prompt = prompt_input(bind=True)
     gen_length = gen_length_input("gen", default=64, bind=True, limit=canvas_limit(adapter, prompt))
-    spec = policy_form(bind=True, weights=controller_choices(controller_dir()))
+    spec = policy_form(bind=True, weights=controller_choices(controller_dir()), adapter=adapter)
 signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
-                              st.session_state.get("seed"), repr(spec))
+                              st.session_state.get("seed"), st.session_state.get("temperature"), repr(spec))
 
 
 def ready(*, continue_ok: bool) -> Stepper | None:
@@ -134,7 +134,7 @@ def landing() -> None:
             "2. Pick a commit rule: *threshold* is Fast-dLLM's, *fixed_steps* is LLaDA's dense baseline.\n"
             "3. Press **Run to end** (or **Step**, → , for one pass) and read the heatmap: one row per pass, "
             "one column per position.")
-        st.page_link("pages/learn.py", label="New to diffusion LMs? Start with Learn (5 short chapters)",
+        st.page_link("pages/learn.py", label="New to diffusion LMs? Start with Learn (6 short chapters)",
                      icon=":material/school:")
 
 

@@ -1,6 +1,6 @@
 """Learn: a guided walkthrough of masked diffusion decoding, with live examples on the model.
 
-Five short chapters (masking, confidence, remasking, blocks, NFE), each with a small decode
+Six short chapters (masking, confidence, remasking, blocks, NFE, block diffusion), each with a small decode
 (64 positions, so the example's answer fits; computed once per server and shared by every
 session) and a link that opens the Decode page with the same setting, so every idea points at
 the real widget that controls it. Terms link to the glossary (dllm_viz.explain). The chapter
@@ -10,6 +10,7 @@ is in the URL.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import streamlit as st
 
@@ -42,7 +43,19 @@ CHAPTERS = {
     "5 NFE": "**NFE** (number of function evaluations) counts forward passes — the cost. The *threshold* rule "
              "commits every position whose confidence is above τ, so confident stretches go in parallel and "
              "NFE drops below the one-token-per-step baseline. Lower τ: fewer passes, more risk of mistakes.",
+    "6 Block diffusion": "**Block diffusion** models (LLaDA2.x, SDAR, Fast-dLLM v2) are trained to decode block "
+                         "after block. Inside a block they attend both ways; across blocks, **block-causal "
+                         "attention**: a position sees its own block and the earlier ones, never a later one. So a "
+                         "pass needs only the prompt and the canvas up to the current block's end, and a finished "
+                         "block's keys and values never change: the *exact* cache keeps them and each pass "
+                         "computes only the current block, with the same result. Their rule, LLaDA2's *block "
+                         "refinement*, can also make a **token edit**: replace a committed token when the model "
+                         "now prefers another one confidently. Once a block is full, **post-steps** keep refining "
+                         "it while edits happen. Below: block refinement on aligned blocks of 32 on the loaded "
+                         "model (the bundled tiny one is bidirectional, so it sees the whole canvas, but the rule is "
+                         "the same).",
 }
+EDIT_BLOCK = 32  # aligned blocks for chapter 6: the example prompt (44 tokens) ends inside the second one
 
 require_app_frame()
 st.title("Learn: how a diffusion LM decodes")
@@ -91,7 +104,7 @@ def anchor(term: str) -> str:
 def linked(text: str) -> str:
     """`text` with the first mention of each glossary term linked to its entry below."""
     for term in sorted(GLOSSARY, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w#-])(\*\*)?({re.escape(term)}s?)(\*\*)?(?![\w-])",
+        text = re.sub(rf"(?<![\w#\[-])(\*\*)?({re.escape(term)}s?)(\*\*)?(?![\w-])",
                       lambda m, t=term: f"[{m.group(2)}](#{anchor(t)})", text, count=1, flags=re.IGNORECASE)
     return text
 
@@ -128,7 +141,7 @@ elif chapter.startswith("4"):
         st.caption("One row per block: the colour is the step at which each position was committed.")
         st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks", theme=None)
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
-else:
+elif chapter.startswith("5"):
     tau = float(st.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
     dense = example(Pipeline.dense(GEN))
     fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=GEN))
@@ -144,6 +157,54 @@ else:
         right.markdown(f"**Output, τ = {tau:g}** (words that differ from the left marked)")
         right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
     try_it(f"threshold {tau:g}", rule="threshold", threshold=tau, block_length=GEN)
+
+else:
+    editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")
+    refine, other = (Pipeline.from_names("block_refinement", "aligned", block_length=EDIT_BLOCK, editing_threshold=e)
+                     for e in ((0.5, 0.0) if editing else (0.0, 0.5)))
+    if (trace := example(refine)) is not None and (contrast := example(other)) is not None:
+        events, post = trace.edit_events, trace.post_steps
+        a, b, c = st.columns(3)
+        a.metric("NFE", trace.nfe, border=True)
+        b.metric("Token edits", len(events), border=True)
+        c.metric("Post-steps", int(post.sum()), border=True, help="passes over a block that was already full")
+        step = int(st.slider("Step", 0, trace.nfe - 1, events[0].step if events else 0, key="learn_edit_step"))
+        st.html(figures.token_strip_html(trace, step))
+        here = [e for e in events if e.step == step]
+        changes = ", ".join(f"position {e.position} {trace.token_text(e.old)!r} → {trace.token_text(e.new)!r}"
+                            for e in here) or "none"
+        lo, hi = (int(v) for v in trace.window[step])
+        prompt_length = len(trace.prompt_ids)
+        fed = int(trace.query_len[step])
+        if trace.meta.model.context == "prefix":
+            rows = (f"This block-causal model fed the pass {fed} rows: the prompt and the canvas up to this block's "
+                    f"end, nothing after it; with the exact cache it would compute only the block's {EDIT_BLOCK}.")
+        else:
+            rows = (f"This model fed the pass {fed} rows (prompt, whole canvas and padding); a block-causal model "
+                    f"would feed only the {prompt_length + hi} rows up to this block's end, and with the exact "
+                    f"cache compute only the block's {EDIT_BLOCK}.")
+        st.markdown(f"**Step {step}** ({'a post-step' if post[step] else 'filling masks'}) works on window "
+                    f"[{lo}, {hi}); edits: {changes}. {rows}")
+        if events:
+            position, times = Counter(e.position for e in events).most_common(1)[0]
+            story = [f"step {e.step}: {trace.token_text(e.new)!r}" for e in events if e.position == position]
+            shown = " → ".join(story[:8]) + (" → …" if len(story) > 8 else "")
+            untrained = ("" if trace.meta.model.attention == "block_causal" else
+                         " The bundled tiny model was never trained to edit, so it changes its mind back and forth "
+                         "until *max_post_steps* ends the block: edits are only as good as the model making them.")
+            st.markdown(f"**Edits, seen:** position {position} was edited {times} times — {shown}.{untrained}")
+            with st.expander(f"Every edit ({len(events)})"):
+                st.dataframe([{"step": e.step, "position": e.position, "from": trace.token_text(e.old),
+                               "to": trace.token_text(e.new), "post-step": bool(post[e.step])} for e in events],
+                             key="learn_edits", hide_index=True)
+        left, right = st.columns(2)  # what editing changed: the same rule with editing the other way
+        left.markdown(f"**Output, editing {'on' if editing else 'off'}** (NFE {trace.nfe})")
+        left.code(figures.output_text(trace) or " ", language=None, wrap_lines=True)
+        right.markdown(f"**Output, editing {'off' if editing else 'on'}** (NFE {contrast.nfe}; words that differ "
+                       "marked)")
+        right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
+    try_it(f"block_refinement on aligned blocks of {EDIT_BLOCK}", rule="block_refinement", block="aligned",
+           block_length=EDIT_BLOCK, **({} if editing else {"editing_threshold": 0.0}))
 
 st.divider()
 st.subheader("Glossary")

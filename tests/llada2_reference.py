@@ -1,8 +1,9 @@
 """diffusers' LLaDA2Pipeline run on a tiny transformers model, step by step (the faithfulness oracle).
 
 The pipeline hands the model only a 2-D mask and position_ids and leaves attention to it, so
-`AttentionWrapper` turns the 2-D mask into a 4-D one of the chosen kind (bidirectional,
-token-causal or block-causal over absolute-aligned blocks) and counts forward passes.
+`AttentionWrapper` (dllm_viz.models.attention_wrapper, shared with the pipeline benchmark) turns
+the 2-D mask into a 4-D one of the chosen kind (bidirectional, token-causal or block-causal over
+absolute-aligned blocks) and counts forward passes.
 `run_reference` drives the pipeline with `callback_on_step_end` and records, per forward pass,
 the window, the commits (mask -> token) and the edits (token -> token) in canvas positions.
 Issue #22's engine must reproduce these records token for token (docs/PARADIGMS.md).
@@ -11,16 +12,14 @@ Issue #22's engine must reproduce these records token for token (docs/PARADIGMS.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from diffusers import BlockRefinementScheduler, LLaDA2Pipeline
-from torch import nn
 
-from dllm_viz.models.block_causal import block_causal_mask
+from dllm_viz.models.attention_wrapper import Attention, AttentionWrapper
 
-Attention = Literal["bidirectional", "token_causal", "block_causal"]
+__all__ = ["SETTINGS", "Attention", "AttentionWrapper", "ReferenceRun", "ReferenceStep", "run_reference"]
 
 # The settings issue #22 asks the engine to match, as LLaDA2Pipeline keyword arguments.
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -32,46 +31,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "minimal_topk": {"minimal_topk": 6},
     "eos_early_stop": {"eos_early_stop": True},
 }
-
-
-class AttentionWrapper(nn.Module):
-    """A *ForCausalLM behind the interface LLaDA2Pipeline calls: model(x, attention_mask, position_ids).
-
-    Args:
-        model: a transformers causal LM that honours 4-D additive masks (Llama / Qwen2 / Qwen3).
-        attention: which 4-D mask the pipeline's 2-D mask becomes.
-        block_length: B for "block_causal" (blocks from absolute position 0).
-    """
-
-    def __init__(self, model: nn.Module, attention: Attention, block_length: int) -> None:
-        super().__init__()
-        self.model = model
-        self.attention = attention
-        self.block_length = block_length
-        self.num_forwards = 0
-
-    @property
-    def device(self) -> torch.device:  # DiffusionPipeline._execution_device reads it
-        return next(self.model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
-
-    def four_d_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
-        """The (1, 1, L, L) additive mask for a batch-of-one 2-D mask of length L."""
-        length = attention_mask.shape[-1]
-        block = {"bidirectional": length, "token_causal": 1, "block_causal": self.block_length}[self.attention]
-        return block_causal_mask(length, max(block, 1), key_valid=attention_mask[0].bool(), dtype=self.dtype,
-                                 device=attention_mask.device)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> Any:
-        if input_ids.shape[0] != 1:
-            raise ValueError("the reference harness runs one row at a time")
-        self.num_forwards += 1
-        out = self.model(input_ids=input_ids, attention_mask=self.four_d_mask(attention_mask),
-                         position_ids=position_ids, use_cache=False)
-        return SimpleNamespace(logits=out.logits)
 
 
 @dataclass(frozen=True)

@@ -76,3 +76,67 @@ def test_help_documents_every_option() -> None:
     text = " ".join(proc.stdout.split())
     for entry in COMPONENTS.values():
         assert " ".join(entry.text.split()) in text and entry.paper.split(", ")[-1] in text
+
+
+@pytest.fixture(scope="module")
+def block_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A block-causal checkpoint (a Llama config with block_size 4)."""
+    from checkpoints import build_block_llama
+
+    return build_block_llama(tmp_path_factory.mktemp("block_llama"), block_length=4, head_scale=60.0)[0]
+
+
+def test_a_block_causal_model_defaults_to_block_refinement_on_its_own_blocks(
+        block_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "block.npz"
+    assert main(["decode", "--model", str(block_dir), "--prompt", "hi", "--gen-length", "12", "--device", "cpu",
+                 "--save", str(out_file)]) == 0
+    captured = capsys.readouterr()
+    assert "block-causal model with block length 4" in captured.err
+    assert "--rule block_refinement --block aligned --block-length 4" in captured.err
+    pipe = load_trace(out_file).meta.pipeline
+    assert pipe["rule"]["name"] == "block_refinement"
+    assert pipe["block"] == {"name": "aligned", "block_length": 4}
+
+
+def test_explicit_choices_win_over_the_block_model_defaults(block_dir: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "explicit.npz"
+    assert main(["decode", "--model", str(block_dir), "--prompt", "hi", "--gen-length", "12", "--device", "cpu",
+                 "--rule", "threshold", "--block-length", "6", "--save", str(out_file)]) == 0
+    err = capsys.readouterr().err
+    assert "--block aligned" in err and "--rule" not in err and "--block-length" not in err
+    pipe = load_trace(out_file).meta.pipeline
+    assert pipe["rule"]["name"] == "threshold" and pipe["block"] == {"name": "aligned", "block_length": 6}
+
+
+def test_a_bidirectional_model_keeps_threshold_and_says_nothing(tiny_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--model", str(tiny_dir), "--prompt", "hi", "--gen-length", "16", "--block-length", "16",
+                 "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert "policy=fixed16+threshold" in captured.out and "note:" not in captured.err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--block", "adablock", "--rule", "threshold"], "adablock sizes a window from a pass over the whole canvas"),
+    (["--cache", "dual", "--rule", "threshold"], "cache='dual' needs a natively supported bidirectional"),
+])
+def test_the_engines_refusals_on_a_block_model_are_one_line(block_dir: Path, argv: list[str], needle: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--model", str(block_dir), "--prompt", "hi", "--gen-length", "16", "--device", "cpu",
+                 *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if not line.startswith("note:")]) == 1 and needle in err[-1], err
+
+
+def test_block_length_of_reads_the_config_alone(tiny_dir: Path, block_dir: Path, tmp_path: Path) -> None:
+    from checkpoints import build_llada2, build_sdar
+
+    from dllm_viz.models import ModelLoadError, block_length_of
+
+    assert block_length_of(str(tiny_dir)) is None and block_length_of(str(block_dir)) == 4
+    assert block_length_of(str(build_sdar(tmp_path / "sdar", block_size=8)[0])) == 8
+    assert block_length_of(str(build_llada2(tmp_path / "llada2"))) == 32  # LLaDA2's generate() default
+    with pytest.raises(ModelLoadError, match="check the path"):
+        block_length_of(str(tmp_path / "missing"))

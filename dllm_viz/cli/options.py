@@ -17,9 +17,12 @@ from typing import Any
 
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
-from dllm_viz.explain import component_help, knob_help
+from dllm_viz.explain import cache_help, component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
+from dllm_viz.policies.defaults import BIDIRECTIONAL, policy_defaults
 from dllm_viz.policies.knobs import Knob, knobs, parse_text
+
+BLOCK_CAUSAL = policy_defaults(32)  # its names, for --help (the block length is the model's)
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -76,9 +79,12 @@ def warn_unsafe(args: argparse.Namespace, problems: list[Any]) -> None:
 def add_decode_options(parser: argparse.ArgumentParser) -> None:
     """Decode settings and every policy field."""
     group = parser.add_argument_group("decoding")
-    group.add_argument("--rule", "--policy", dest="rule", default="threshold", choices=sorted(RULES),
-                       help="commit rule (default: threshold)")
-    group.add_argument("--block", default="fixed", choices=sorted(BLOCKS), help="block sizer (default: fixed)")
+    group.add_argument("--rule", "--policy", dest="rule", default=None, choices=sorted(RULES),
+                       help=f"commit rule (default: {BIDIRECTIONAL.rule}; {BLOCK_CAUSAL.rule} for a block-causal "
+                            "model)")
+    group.add_argument("--block", default=None, choices=sorted(BLOCKS),
+                       help=f"block sizer (default: {BIDIRECTIONAL.block}; {BLOCK_CAUSAL.block} blocks of the model's "
+                            "own length for a block-causal model)")
     group.add_argument("--extrapolate", default=None, choices=sorted(EXTRAPOLATORS),
                        help="look-ahead plug-in over the rule (Confidence Extrapolation); default none")
     group.add_argument("--stop", default=None, choices=sorted(STOPS),
@@ -118,6 +124,9 @@ def components_epilog() -> str:
         for name in sorted(registry):
             lines += [f"  {name}", *textwrap.wrap(component_help(name), 96, initial_indent="    ",
                                                   subsequent_indent="    ")]
+    lines.append("cache modes (--cache):")
+    for mode in CACHE_MODES:
+        lines += textwrap.wrap(cache_help(mode), 96, initial_indent="  ", subsequent_indent="    ")
     return "\n".join(lines).replace("%", "%%")
 
 
@@ -156,12 +165,48 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
                         deprioritize_eos=args.deprioritize_eos, seed=args.seed)
 
 
+def fill_model_defaults(args: argparse.Namespace) -> str | None:
+    """Fill an unset --rule / --block (and --block-length) with the model's defaults (policies.defaults).
+
+    A block-causal checkpoint (block diffusion) gets block refinement over aligned blocks of its
+    own length, read from its config.json before any weights load; explicit flags always win.
+    Returns a note saying what was chosen for a block-causal model, None otherwise.
+
+    Raises:
+        ModelLoadError: the model cannot be found (as `load` would say).
+    """
+    if args.rule is not None and args.block is not None and getattr(args, "block_length", None) is not None:
+        return None
+    from dllm_viz.models import block_length_of
+
+    block_length = block_length_of(args.model) if hasattr(args, "model") else None
+    chosen = policy_defaults(block_length)
+    picked = []
+    for name in ("rule", "block"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(chosen, name))
+            picked.append(f"--{name} {getattr(chosen, name)}")
+    fields_of_block = {spec.name for spec in knobs(BLOCKS[args.block])}
+    for name, value in chosen.options.items():
+        if getattr(args, name, None) is None and name in fields_of_block:
+            setattr(args, name, value)
+            picked.append(f"--{name.replace('_', '-')} {value}")
+    if block_length is None or not picked:
+        return None
+    return (f"{args.model} is a block-causal model with block length {block_length}: decoding with "
+            f"{' '.join(picked)} (pass them to choose otherwise)")
+
+
 def pipeline(args: argparse.Namespace) -> Pipeline:
-    """Pipeline from parsed arguments (policy fields left unset keep their defaults).
+    """Pipeline from parsed arguments (policy fields left unset keep their defaults; an unset
+    --rule / --block takes the model's, see `fill_model_defaults`, which says so on stderr).
 
     Raises:
         ValueError: an option that none of the chosen components has (see `check_options_apply`).
+        ModelLoadError: the model named for the defaults cannot be found.
     """
+    if (note := fill_model_defaults(args)) is not None:
+        print(f"note: {note}", file=sys.stderr)
     options = {name: getattr(args, name, None) for name in policy_fields()}
     built = Pipeline.from_names(args.rule, args.block, args.extrapolate, args.stop, cache=args.cache,
                                 refresh_every=args.refresh_every, **options)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
-from dllm_viz.models.loading import TINY_DIR, load, resolve_device, resolve_dtype
+from dllm_viz.models.loading import TINY_DIR, block_length_of, load, resolve_device, resolve_dtype
 
 __all__ = [
     "TINY_DIR",
     "AdapterInfo",
     "ModelAdapter",
     "ModelLoadError",
+    "block_length_of",
     "load",
     "resolve_device",
     "resolve_dtype",

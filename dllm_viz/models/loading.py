@@ -98,6 +98,13 @@ def load(
     )
 
 
+def block_length_of(name_or_path: str) -> int | None:
+    """The block length of a block-diffusion checkpoint, read from its config.json alone (no
+    weights loaded); None for every other model. Raises ModelLoadError as `load` does."""
+    spec = block_diffusion.detect(_read_config(_local_directory(name_or_path)))
+    return None if spec is None else spec.block_length
+
+
 def _local_directory(name_or_path: str) -> Path:
     if name_or_path == "tiny":
         if not (TINY_DIR / "config.json").is_file():

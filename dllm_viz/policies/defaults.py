@@ -1,0 +1,42 @@
+"""The policy a model decodes with when the user names none: one rule for the CLI and the app.
+
+A bidirectional masked-diffusion LM (LLaDA, Dream, the tiny model) starts on Fast-dLLM's
+threshold rule over fixed blocks; a block-causal model (block diffusion: LLaDA2.x, SDAR,
+Fast-dLLM v2) on LLaDA2's block refinement over absolute-aligned blocks of its own block length,
+the geometry it was trained with (docs/PARADIGMS.md, "Block refinement"). Pure facts: knows
+nothing about models beyond the block length it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PolicyDefaults:
+    """Component names and field values to start from.
+
+    Attributes:
+        rule: the commit rule's registry name.
+        block: the block sizer's registry name.
+        options: field values (e.g. the block length), by field name.
+        stop: the stop rule a page offers first when the user turns an EOS stop on.
+    """
+
+    rule: str
+    block: str
+    options: dict[str, Any] = field(default_factory=dict)
+    stop: str = "eos"
+
+
+BIDIRECTIONAL = PolicyDefaults(rule="threshold", block="fixed")
+
+
+def policy_defaults(block_causal_length: int | None) -> PolicyDefaults:
+    """The defaults for a model attending block-causally over blocks of `block_causal_length`
+    (None: a bidirectional model, or a block-diffusion model without a block of its own)."""
+    if block_causal_length is None:
+        return BIDIRECTIONAL
+    return PolicyDefaults(rule="block_refinement", block="aligned", options={"block_length": int(block_causal_length)},
+                          stop="eos_first")
