@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dllm_viz.cli.options import (
     add_decode_options,
@@ -24,6 +25,9 @@ from dllm_viz.cli.options import (
     policy_fields,
     warn_unsafe,
 )
+
+if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
+    from dllm_viz.calibrate import Calibration
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -158,7 +162,7 @@ def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # t
     return problems
 
 
-def _verdict(result, tolerance: float) -> str:  # type: ignore[no-untyped-def]
+def _verdict(result: Calibration, tolerance: float) -> str:
     """The run's conclusion in one line."""
     row = result.calibration.loc[result.chosen]
     if result.qualified:
