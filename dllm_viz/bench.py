@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
@@ -91,6 +91,59 @@ def split_configs(text: str) -> list[str]:
     """Configuration names of a comma-separated list, keeping commas inside parentheses:
     'dense,cora(delta_p=0.99,m=3)' -> ['dense', 'cora(delta_p=0.99,m=3)']."""
     return [part.strip() for part in _split_outside_parentheses(text, ",") if part.strip()]
+
+
+def set_options(name: str, values: Mapping[str, str]) -> str:
+    """The configuration `name` with each option written into the parentheses of the one component
+    that has it: set_options('adablock+threshold', {'delimiter_threshold': '0.5'}) ->
+    'adablock(delimiter_threshold=0.5)+threshold'. Values stay text; `parse_config` reads them.
+
+    Lets a calibration grid name each of its points as a configuration the bench runs as is.
+
+    Raises:
+        ValueError: an option no component of `name` has, one that two components have, or one
+            already written in `name` (the message names the option and the fix).
+    """
+    parts = [part.strip() for part in _split_outside_parentheses(name, "+")]
+    added: dict[int, list[str]] = {}
+    known: list[str] = []
+    for option, text in values.items():
+        owners = []
+        for index, part in enumerate(parts):
+            match = _PART.fullmatch(part)
+            if match is None:
+                continue  # parse_config names the unreadable part
+            component = match.group(1)
+            kind = _kind_of(component)
+            if kind == "cache" or component == BASELINE:
+                continue
+            cls = lookup(REGISTRIES[kind], kind, component)
+            names = [field.name for field in fields(cls)]
+            known += [n for n in names if n not in known]
+            if option in names:
+                owners.append((index, component, match.group(2) or ""))
+        if not owners:
+            raise ValueError(f"no component of {name!r} has the option {option!r}; its options: "
+                             f"{', '.join(known) or 'none'}")
+        if len(owners) > 1:
+            both = " and ".join(repr(component) for _, component, _ in owners)
+            raise ValueError(f"option {option!r} belongs to both {both} in {name!r}; write it inside one "
+                             "component's parentheses instead")
+        index, component, arguments = owners[0]
+        if re.search(rf"(?:^|,)\s*{re.escape(option)}\s*=", arguments):
+            raise ValueError(f"option {option!r} is already set in {parts[index]!r}; remove it there to vary it")
+        added.setdefault(index, []).append(f"{option}={text}")
+    out = []
+    for index, part in enumerate(parts):
+        if index not in added:
+            out.append(part)
+            continue
+        match = _PART.fullmatch(part)
+        assert match is not None
+        written = (match.group(2) or "").strip()
+        inner = ",".join(([written] if written else []) + added[index])
+        out.append(f"{match.group(1)}({inner})")
+    return "+".join(out)
 
 
 def _kind_of(part: str) -> str:

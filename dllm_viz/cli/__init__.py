@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 # Subcommand modules, in the order `--help` lists them. A module missing from an install
 # (e.g. training extras) is skipped rather than breaking the whole CLI.
-_SUBCOMMANDS = ("decode", "eval", "bench", "bench_pipeline", "diagnose", "train_tiny", "train_controller")
+_SUBCOMMANDS = ("decode", "eval", "bench", "bench_pipeline", "calibrate", "diagnose", "train_tiny", "train_controller")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     config = decode_config(args)
     for pipe in configs.values():
         pipe.validate(config.gen_length)
-    problems = _problems(args)
+    problems = problem_set(args, args.skip, args.n)
     check_scoring(args, problems)  # before --out is created and the model loaded
     settings = {"command": "bench", "model": args.model, "problems": [p.problem_id for p in problems],
                 "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
@@ -169,13 +169,15 @@ def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignor
     return configs
 
 
-def _problems(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
-    """The prompt file's or the tasks' problems; an empty set is an error, not an empty table."""
+def problem_set(args: argparse.Namespace, skip: int, n: int) -> list:  # type: ignore[type-arg]
+    """Problems skip .. skip + n - 1 of the prompt file (--prompts) or of each of --tasks (with
+    --data); an empty set is an error, not an empty table. `calibrate` takes its two disjoint
+    slices through it."""
     from dllm_viz.evaluation import take, task_problems
     from dllm_viz.tasks import load_problems
 
     if args.prompts is not None:
-        problems = take(load_problems(args.prompts), args.skip, args.n)
+        problems = take(load_problems(args.prompts), skip, n)
         if not problems:
             raise ValueError(f"--prompts {str(args.prompts)!r} has no problems; give a jsonl file with at least one")
         return problems
@@ -184,9 +186,9 @@ def _problems(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
         raise ValueError(f"--tasks {args.tasks!r} names no task; give e.g. arith or arith,code")
     files = iter(args.data or [])
     problems = [p for task in tasks
-                for p in take(task_problems(task, args.skip + args.n,
+                for p in take(task_problems(task, skip + n,
                                             next(files, None) if task in ("gsm8k", "humaneval") else None),
-                              args.skip, args.n)]
+                              skip, n)]
     if not problems:
         raise ValueError(f"--tasks {args.tasks!r} gave no problems; check --n, --skip and --data")
     return problems

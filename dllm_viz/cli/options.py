@@ -76,9 +76,19 @@ def warn_unsafe(args: argparse.Namespace, problems: list[Any]) -> None:
         print(f"warning: {UNSAFE_NOTE}", file=sys.stderr)
 
 
-def add_decode_options(parser: argparse.ArgumentParser) -> None:
-    """Decode settings and every policy field."""
+def add_decode_options(parser: argparse.ArgumentParser, *, components: bool = True) -> None:
+    """Decode settings and every policy field; with `components`, also the flags that choose the
+    components (--rule/--policy, --block, --extrapolate, --stop, --cache, --refresh-every), which
+    a command that names its configurations as bench does (`calibrate --policy cora`) leaves out."""
     group = parser.add_argument_group("decoding")
+    if components:
+        _add_component_options(group)
+    _add_decode_settings(group)
+    parser.epilog = components_epilog()
+    add_policy_options(parser)
+
+
+def _add_component_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--rule", "--policy", dest="rule", default=None, choices=sorted(RULES),
                        help=f"commit rule (default: {BIDIRECTIONAL.rule}; {BLOCK_CAUSAL.rule} for a block-causal "
                             "model)")
@@ -95,6 +105,9 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
                             "block start) or exact (block-causal models: finished blocks reused); default none")
     group.add_argument("--refresh-every", type=int, default=None,
                        help="also refresh the KV cache every N steps inside a block")
+
+
+def _add_decode_settings(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--gen-length", type=int, default=128, help="generated positions (default: 128)")
     group.add_argument("--temperature", type=float, default=0.0, help="Gumbel sampling temperature (default: 0)")
     group.add_argument("--max-steps", type=int, default=None, help="hard cap on forward passes")
@@ -104,7 +117,10 @@ def add_decode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--suppress-eos", action="store_true", help="LLaDA logits_eos_inf: never propose EOS")
     group.add_argument("--deprioritize-eos", action="store_true",
                        help="LLaDA confidence_eos_eot_inf: EOS/EoT candidates get confidence 0")
-    parser.epilog = components_epilog()
+
+
+def add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """Every policy field as a flag (--delta-p, --block-length, ...), read by the knobs' own parser."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the epilog's paragraphs
     policy = parser.add_argument_group("policy options (each applies to the chosen component that has it)")
     for name, (spec, owners) in policy_fields().items():

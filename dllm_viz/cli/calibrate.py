@@ -1,0 +1,177 @@
+"""`python -m dllm_viz calibrate`: choose a policy's operating point on one slice, check it on another.
+
+CORA-Diff's protocol (docs/ALGORITHMS.md §6.1; dllm_viz/calibrate.py): the grid point with the
+fewest NFE within --tolerance accuracy points of dense on problems 0..n-1, then dense and that
+point on problems n..n+check_n-1. docs/TESTBED.md says how a family default is recalibrated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    add_scoring_options,
+    check_options_apply,
+    check_scoring,
+    decode_config,
+    passed_options,
+    policy_fields,
+    warn_unsafe,
+)
+
+if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
+    from dllm_viz.calibrate import Calibration
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `calibrate` subcommand."""
+    parser = subparsers.add_parser(
+        "calibrate", help="choose a policy's operating point on a calibration slice, check it on a disjoint one",
+        description="Run dense and every grid point of --policy on problems 0..n-1; choose the point with the "
+                    "fewest mean NFE whose accuracy is within --tolerance points of dense (ties: higher "
+                    "accuracy, then the earlier point); run dense and it on problems n..n+check_n-1 and report "
+                    "both slices (CORA-Diff's calibration protocol).")
+    parser.add_argument("--policy", required=True,
+                        help="the configuration to calibrate, named as in bench --policies, e.g. cora, "
+                             "adablock+threshold, 'cora(m=2)+kalman'")
+    parser.add_argument("--grid", required=True,
+                        help="knob values to try, every combination: name=v1,v2;name=v1,v2, e.g. "
+                             "'delta_p=0.9,0.95,0.97;m=1,2' or 'delimiter_threshold=0.3,0.5,0.7,0.9'; each "
+                             "knob goes to the component of --policy that has it")
+    parser.add_argument("--tasks", default="hard",
+                        help="comma-separated tasks, as bench --tasks (default: hard)")
+    parser.add_argument("--data", type=Path, action="append", default=None,
+                        help="data file (or 'hub') for gsm8k / humaneval, as bench --data")
+    parser.add_argument("--prompts", type=Path, default=None,
+                        help="a jsonl prompt set instead of --tasks (as bench --prompts)")
+    parser.add_argument("--n", type=int, default=100,
+                        help="calibration slice: problems 0..n-1 of each task (default: 100)")
+    parser.add_argument("--check-n", type=int, default=100,
+                        help="check slice: problems n..n+check_n-1 of each task, disjoint from it (default: 100)")
+    parser.add_argument("--tolerance", type=float, default=1.0,
+                        help="accuracy points below dense a point may lose on the calibration slice (default: 1.0)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the grid, per-point results, the chosen point, the check and the settings to "
+                             "this .json file (never replaces an existing file)")
+    add_scoring_options(parser)
+    add_model_options(parser)
+    add_decode_options(parser, components=False)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Calibrate, print both slices' tables, and write --out; returns the exit status."""
+    from dllm_viz.bench import cut_off_warning, parse_config
+    from dllm_viz.calibrate import calibrate, check_tolerance, grid_configs, knob_value, parse_grid, table_records
+    from dllm_viz.models import load
+
+    for flag, value in (("--n", args.n), ("--check-n", args.check_n)):
+        if value < 1:
+            raise ValueError(f"`{flag}` must be >= 1, got {value}")
+    check_tolerance(args.tolerance)
+    _check_out(args.out)
+    grid = parse_grid(args.grid)
+    both = sorted(set(grid.knobs) & set(passed_options(args)))
+    if both:
+        flag = "--" + both[0].replace("_", "-")
+        raise ValueError(f"{flag} is fixed and swept by --grid at once; drop {flag} or {both[0]!r} from --grid")
+    options = {name: getattr(args, name, None) for name in policy_fields()}
+    points = grid_configs(args.policy, grid, options)
+    dense = parse_config("dense", options)
+    config = decode_config(args)
+    check_options_apply(args, [dense, *points.values()])
+    for pipe in (dense, *points.values()):
+        pipe.validate(config.gen_length)
+    calibration = _slice(args, 0, args.n, "calibration")
+    check = _slice(args, args.n, args.check_n, "check")
+    check_scoring(args, [*calibration, *check])
+
+    def progress(name: str, row: dict) -> None:
+        print(f"[{name}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
+              file=sys.stderr, flush=True)
+
+    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    result = calibrate(adapter, calibration, check, dense, points, config, args.tolerance, on_row=progress,
+                       unsafe_exec=args.unsafe_exec)
+    warn_unsafe(args, [*calibration, *check])
+    source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
+    print(f"model={args.model} {source} policy={args.policy} grid={args.grid} tolerance={args.tolerance} "
+          f"gen_length={config.gen_length}")
+    for name, table, size in (("calibration", result.calibration, len(calibration)),
+                              ("check", result.check, len(check))):
+        print(f"{name} slice ({size} problems):")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        if (warning := cut_off_warning(table)) is not None:
+            print(f"warning: {warning}", file=sys.stderr)
+    print(_verdict(result, args.tolerance))
+    if args.out is not None:
+        settings = {"command": "calibrate", "model": args.model, "policy": args.policy, "grid": args.grid,
+                    "tasks": None if args.prompts is not None else args.tasks,
+                    "prompts": None if args.prompts is None else str(args.prompts), "n": args.n,
+                    "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
+                    "options": {name: options[name] for name in passed_options(args)},
+                    "dense": dense.to_dict()}
+        report = {
+            "settings": settings,
+            "grid": [{"config": label, "values": {knob: knob_value(pipe, knob) for knob in grid.knobs},
+                      "pipeline": pipe.to_dict()} for label, pipe in points.items()],
+            "calibration": {"problems": [p.problem_id for p in calibration],
+                            "results": table_records(result.calibration)},
+            "chosen": {"config": result.chosen, "qualified": result.qualified,
+                       "values": {knob: knob_value(points[result.chosen], knob) for knob in grid.knobs}},
+            "check": {"problems": [p.problem_id for p in check], "results": table_records(result.check),
+                      "holds": result.holds},
+        }
+        with args.out.open("x", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2, default=str)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _check_out(out: Path | None) -> None:
+    """Refuse before any decoding an --out that would be replaced or cannot be written."""
+    if out is None:
+        return
+    if out.suffix != ".json":
+        raise ValueError(f"`--out` writes a .json report, got {str(out)!r}; name it e.g. calibration.json")
+    if out.exists():
+        raise ValueError(f"--out {str(out)!r} already exists; choose another path (finished results are never "
+                         "overwritten)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ValueError(f"cannot write --out {str(out)!r}: {str(parent)!r} is not a writable directory; "
+                         "choose a writable path")
+
+
+def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # type: ignore[type-arg]
+    """Problems skip..skip+n-1 of each task; a short slice is an error (it would not be the one asked for)."""
+    from dllm_viz.cli.bench import problem_set
+
+    problems = problem_set(args, skip, n)
+    sets = 1 if args.prompts is not None else len([t for t in args.tasks.split(",") if t.strip()])
+    if len(problems) < n * sets:
+        raise ValueError(f"the {name} slice (problems {skip}..{skip + n - 1}) has only {len(problems)} problems, "
+                         f"not {n * sets}: the prompt set is too small; lower --n or --check-n")
+    return problems
+
+
+def _verdict(result: Calibration, tolerance: float) -> str:
+    """The run's conclusion in one line."""
+    row = result.calibration.loc[result.chosen]
+    if result.qualified:
+        head = (f"chosen: {result.chosen} ({row['nfe_speedup']:.2f}x fewer NFE than dense, "
+                f"{row['loss_points']:+.1f} points) within {tolerance} points of dense on the calibration slice")
+    else:
+        head = (f"no grid point is within {tolerance} points of dense on the calibration slice; the most "
+                f"accurate is {result.chosen} ({row['loss_points']:+.1f} points)")
+    check = result.check.loc[result.chosen]
+    tail = "holds" if result.holds else "does NOT hold"
+    return (f"{head}; check slice: {check['nfe_speedup']:.2f}x, {check['loss_points']:+.1f} points, "
+            f"the tolerance {tail}")

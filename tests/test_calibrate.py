@@ -1,0 +1,163 @@
+"""calibrate: CORA-Diff's selection rule, the grid, disjoint slices, and one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from dllm_viz.bench import set_options
+from dllm_viz.calibrate import Choice, choose_point, grid_configs, parse_grid, within_tolerance
+from dllm_viz.cli import main
+from dllm_viz.evaluation import heldout_problems
+from dllm_viz.policies import AdaBlock, CoraPolicy, ThresholdPolicy
+
+
+def test_fewest_nfe_within_tolerance_wins() -> None:
+    # dense 0.80; the fastest point (nfe 5) lost 10 points, so the next fastest that kept accuracy wins
+    points = [(0.80, 20.0), (0.70, 5.0), (0.795, 9.0), (0.81, 12.0)]
+    assert choose_point(points, 0.80, 1.0) == Choice(2, True)
+    assert choose_point(points, 0.80, 10.0) == Choice(1, True)  # a looser tolerance lets the fastest in
+    assert choose_point(points, 0.80, 0.0) == Choice(3, True)  # no loss allowed: only >= dense qualifies
+
+
+def test_nfe_ties_go_to_accuracy_then_to_the_earlier_point() -> None:
+    assert choose_point([(0.79, 8.0), (0.80, 8.0), (0.80, 9.0)], 0.80, 1.0) == Choice(1, True)
+    assert choose_point([(0.80, 8.0), (0.79, 7.0), (0.80, 8.0), (0.79, 7.0)], 0.80, 1.0) == Choice(1, True)
+    assert choose_point([(0.80, 8.0), (0.80, 8.0)], 0.80, 1.0) == Choice(0, True)
+
+
+def test_none_qualifies_reports_the_most_accurate() -> None:
+    points = [(0.50, 4.0), (0.60, 9.0), (0.60, 6.0), (0.55, 3.0)]
+    assert choose_point(points, 0.90, 1.0) == Choice(2, False)  # most accurate, then fewer NFE
+    assert choose_point([(0.6, 5.0), (0.6, 5.0)], 0.9, 1.0) == Choice(0, False)
+
+
+@pytest.mark.parametrize(("accuracy", "dense", "tolerance", "inside"), [
+    (0.49, 0.50, 1.0, True),  # exactly 1 point: (0.50 - 0.49) * 100 is 1.0000000000000009 in floats
+    (0.4899, 0.50, 1.0, False),
+    (0.75, 0.75, 0.0, True),
+    (0.7499, 0.75, 0.0, False),
+    (1.0, 0.5, 0.0, True),  # better than dense always qualifies
+    (0.0, 1.0, 100.0, True),
+])
+def test_tolerance_edges(accuracy: float, dense: float, tolerance: float, inside: bool) -> None:
+    assert within_tolerance(accuracy, dense, tolerance) is inside
+    assert choose_point([(accuracy, 3.0)], dense, tolerance).qualified is inside
+
+
+@pytest.mark.parametrize("tolerance", [-0.5, 100.5, float("nan"), float("inf")])
+def test_bad_tolerance_is_refused(tolerance: float) -> None:
+    with pytest.raises(ValueError, match=r"must be in \[0, 100\]"):
+        choose_point([(0.5, 3.0)], 0.5, tolerance)
+
+
+def test_grid_points_in_order_and_into_the_owning_component() -> None:
+    grid = parse_grid("delta_p=0.9,0.97; m=1,2")
+    assert grid.points() == [{"delta_p": "0.9", "m": "1"}, {"delta_p": "0.9", "m": "2"},
+                             {"delta_p": "0.97", "m": "1"}, {"delta_p": "0.97", "m": "2"}]
+    configs = grid_configs("cora", grid, {"block_length": 16})
+    assert list(configs) == ["cora(delta_p=0.9,m=1)", "cora(delta_p=0.9,m=2)", "cora(delta_p=0.97,m=1)",
+                             "cora(delta_p=0.97,m=2)"]
+    assert configs["cora(delta_p=0.97,m=2)"].rule == CoraPolicy(delta_p=0.97, m=2)
+    assert configs["cora(delta_p=0.9,m=1)"].block.block_length == 16  # type: ignore[union-attr]
+    ada = grid_configs("adablock+threshold", parse_grid("delimiter_threshold=0.3,0.9"))
+    assert list(ada) == ["adablock(delimiter_threshold=0.3)+threshold", "adablock(delimiter_threshold=0.9)+threshold"]
+    assert ada["adablock(delimiter_threshold=0.9)+threshold"].block == AdaBlock(delimiter_threshold=0.9)
+    assert set_options("adablock(init_block_length=16)+threshold", {"threshold": "0.8"}) == \
+        "adablock(init_block_length=16)+threshold(threshold=0.8)"
+    both = grid_configs("adablock(init_block_length=16)+threshold", parse_grid("threshold=0.8"))
+    assert both["adablock(init_block_length=16)+threshold(threshold=0.8)"].rule == ThresholdPolicy(0.8)
+
+
+@pytest.mark.parametrize(("policy", "spec", "message"), [
+    ("cora", "", "names no knob"),
+    ("cora", "delta_p", "cannot read grid part 'delta_p'"),
+    ("cora", "delta_p=", "has no value"),
+    ("cora", "m=1;m=2", "names 'm' twice"),
+    ("cora", "m=1,1", "repeats a value"),
+    ("cora", "m=1,01", "are the same configuration"),
+    ("cora", "delta=0.9", "no component of 'cora' has the option 'delta'; its options: delta_p, m, steps"),
+    ("cora", "delta_p=1.5", r"grid point cora\(delta_p=1.5\): `delta_p` must be in \(0, 1\], got 1.5"),
+    ("cora", "m=two", "grid point cora\\(m=two\\): cora option m='two' is not an integer"),
+    ("cora(m=2)", "m=1,3", r"already set in 'cora\(m=2\)'"),
+    ("dense", "m=1", "is the baseline"),
+    ("cora", "m=" + ",".join(map(str, range(60))), "more than 50"),
+])
+def test_bad_grids_are_refused(policy: str, spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        grid_configs(policy, parse_grid(spec))
+
+
+BASE = ["calibrate", "--model", "tiny", "--device", "cpu", "--tasks", "hard", "--gen-length", "64"]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--policy", "cora", "--grid", "delta=0.9"], "has the option 'delta'; its options: delta_p, m, steps"),
+    (["--policy", "cora", "--grid", "delta_p=0.9,2"], "`delta_p` must be in (0, 1], got 2"),
+    (["--policy", "cora", "--grid", "delta_p:0.9"], "write name=v1,v2;name=v1,v2"),
+    (["--policy", "cora", "--grid", "m=1", "--tolerance", "-1"], "--tolerance 1.0"),
+    (["--policy", "cora", "--grid", "m=1", "--tolerance", "nan"], "must be in [0, 100]"),
+    (["--policy", "cora", "--grid", "m=1,2", "--m", "2"], "--m is fixed and swept by --grid at once"),
+    (["--policy", "cora", "--grid", "m=1", "--threshold", "0.9"], "--threshold applies to"),
+    (["--policy", "cora", "--grid", "m=1", "--n", "0"], "`--n` must be >= 1, got 0"),
+    (["--policy", "cora", "--grid", "m=1", "--n", "400", "--check-n", "200"], "lower --n or --check-n"),
+    (["--policy", "cora+warp", "--grid", "m=1"], "unknown configuration component 'warp'"),
+    (["--policy", "cora", "--grid", "m=1", "--out", "result.csv"], "name it e.g. calibration.json"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE, "--n", "2", "--check-n", "2", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_existing_out_is_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "done.json"
+    out.write_text("{}")
+    assert main([*BASE, "--policy", "cora", "--grid", "m=1", "--n", "2", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err and out.read_text() == "{}"
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict]:
+    """One real run on the bundled model: two CORA points, 2 + 2 problems of the hard split, gen 64
+    (module-wide: capsys is per test, so stdout is captured here)."""
+    out = tmp_path_factory.mktemp("calibrate") / "result.json"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        status = main([*BASE, "--policy", "cora", "--grid", "delta_p=0.9,0.97;m=1", "--n", "2", "--check-n", "2",
+                       "--tolerance", "1.0", "--out", str(out)])
+    return status, stdout.getvalue(), json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_calibrate_runs_and_chooses_by_the_rule(calibrated: tuple[int, str, dict]) -> None:
+    status, printed, report = calibrated
+    assert status == 0
+    results = {r["config"]: r for r in report["calibration"]["results"]}
+    labels = [point["config"] for point in report["grid"]]
+    assert labels == ["cora(delta_p=0.9,m=1)", "cora(delta_p=0.97,m=1)"] and list(results) == ["dense", *labels]
+    assert [point["values"] for point in report["grid"]] == [{"delta_p": 0.9, "m": 1}, {"delta_p": 0.97, "m": 1}]
+    expected = choose_point([(results[label]["accuracy"], results[label]["mean_nfe"]) for label in labels],
+                            results["dense"]["accuracy"], 1.0)
+    assert report["chosen"]["config"] == labels[expected.index]
+    assert report["chosen"]["qualified"] is expected.qualified
+    assert results["dense"]["nfe_speedup"] == 1.0 and results["dense"]["mean_nfe"] == 64.0  # one token a pass
+    check = {r["config"]: r for r in report["check"]["results"]}
+    assert list(check) == ["dense", report["chosen"]["config"]]
+    chosen = check[report["chosen"]["config"]]
+    assert chosen["nfe_speedup"] == pytest.approx(check["dense"]["mean_nfe"] / chosen["mean_nfe"])
+    assert report["check"]["holds"] is within_tolerance(chosen["accuracy"], check["dense"]["accuracy"], 1.0)
+    assert report["settings"]["decode"]["gen_length"] == 64 and report["settings"]["tolerance"] == 1.0
+    assert "calibration slice (2 problems):" in printed and "check slice (2 problems):" in printed
+    assert f"chosen: {report['chosen']['config']}" in printed or "no grid point is within" in printed
+
+
+def test_slices_are_disjoint_and_follow_the_heldout_order(calibrated: tuple[int, str, dict]) -> None:
+    _, _, report = calibrated
+    first, second = report["calibration"]["problems"], report["check"]["problems"]
+    heldout = [p.problem_id for p in heldout_problems("hard", 4)]
+    assert first == heldout[:2] and second == heldout[2:4]
+    assert not set(first) & set(second)
