@@ -186,10 +186,10 @@ def fill_model_defaults(args: argparse.Namespace) -> str | None:
 
     A block-causal checkpoint (block diffusion) gets block refinement over aligned blocks of its
     own length, read from its config.json before any weights load; explicit flags always win.
-    Returns a note saying what was chosen for a block-causal model, None otherwise.
-
-    Raises:
-        ModelLoadError: the model cannot be found (as `load` would say).
+    Returns a note saying what was chosen for a block-causal model, None otherwise. A model that
+    cannot be read now (a bad path, a hub id not downloaded) gets the usual defaults: `load`
+    reports it later, after the other checks (the sandbox's among them), and nothing downloads
+    before them.
     """
     if args.rule is not None and args.block is not None and getattr(args, "block_length", None) is not None:
         return None

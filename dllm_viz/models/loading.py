@@ -100,9 +100,32 @@ def load(
 
 def block_length_of(name_or_path: str) -> int | None:
     """The block length of a block-diffusion checkpoint, read from its config.json alone (no
-    weights loaded); None for every other model. Raises ModelLoadError as `load` does."""
-    spec = block_diffusion.detect(_read_config(_local_directory(name_or_path)))
+    weights loaded, nothing downloaded); None for every other model and for anything that cannot
+    be read now (a missing path, a hub id not in the local cache): `load` reports those, after
+    the caller's own checks."""
+    try:
+        config = _cached_hub_config(name_or_path)
+        raw = _read_config(_local_directory(name_or_path)) if config is None else json.loads(config.read_text())
+        spec = block_diffusion.detect(raw)
+    except (ModelLoadError, OSError, ValueError):
+        return None
     return None if spec is None else spec.block_length
+
+
+def _cached_hub_config(name_or_path: str) -> Path | None:
+    """A hub id's config.json from the local Hugging Face cache, without any network call."""
+    local = name_or_path == "tiny" or Path(name_or_path).expanduser().exists()
+    if local or name_or_path.count("/") != 1 or name_or_path.startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name_or_path, "config.json")
+    except Exception:  # an id the hub client rejects: load() says what is wrong with it
+        return None
+    if not isinstance(found, str):
+        raise ModelLoadError(f"{name_or_path!r} is not downloaded yet")  # read as "not now" above
+    return Path(found)
 
 
 def _local_directory(name_or_path: str) -> Path:
