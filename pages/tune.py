@@ -33,6 +33,7 @@ from dllm_viz import figures
 from dllm_viz.bench import cut_off_warning, summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
+from dllm_viz.policies.defaults import policy_defaults
 from dllm_viz.policies.knobs import knobs
 from dllm_viz.replay import agreement, replay, replay_signature, replayable
 from dllm_viz.tasks import TASKS
@@ -47,7 +48,9 @@ left, mid, right = st.columns([2, 1, 1])
 rule = left.segmented_control("Commit rule", sorted(r for r in RULES if replayable(RULES[r])),
                               default="threshold", required=True, key="tune_rule", bind="query-params")
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
-block_length = int(right.number_input("Block length", 1, 1024, 32 if gen_length >= 32 else gen_length, step=1,
+# A block-causal model's own block length is its natural window (policies.defaults); else 32.
+natural_block = policy_defaults(adapter.info.block_length if adapter else None).options.get("block_length", 32)
+block_length = int(right.number_input("Block length", 1, 1024, min(natural_block, gen_length), step=1,
                                       key="tune_block", bind="query-params"))
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
 

@@ -181,3 +181,11 @@ def test_the_sidebar_temperature_makes_top_k_and_top_p_count(block_app: dict[str
     assert computed.any() and (top1.confidence[computed] == 1.0).all()  # one token left to draw: probability 1
     assert (sampled.confidence[np.isfinite(sampled.confidence)] < 1.0).any()
     assert share_query(top1)["temperature"] == "1.0"
+
+
+def test_tune_starts_on_a_block_models_own_block_length(block_app: dict[str, Path], models_root: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    assert open_app("tune", {"tune_gen": "64"}).number_input(key="tune_block").value == 32  # the tiny model
+    monkeypatch.setenv("DLLM_VIZ_MODEL", str(models_root / "block"))
+    at = open_app("tune", {"tune_gen": "64"})
+    assert at.number_input(key="tune_block").value == 4
