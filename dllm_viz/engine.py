@@ -22,9 +22,9 @@ from dllm_viz.cache_modes import PARTIAL_PASS, PASS_KINDS, PassKind
 from dllm_viz.commit_step import commit_step
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.policies.base import COMMIT_REASONS, StepView, is_any_of, reason_code
+from dllm_viz.policies.base import COMMIT_REASONS, BlockSampling, StepView, is_any_of, reason_code
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.sampling import Multinomial, summarize
+from dllm_viz.sampling import multinomial_stats, summarize
 from dllm_viz.step_schema import StepRecord
 from dllm_viz.trace import Trace, TraceBuilder
 from dllm_viz.trace_meta import TraceMeta
@@ -53,7 +53,7 @@ def check_geometry(adapter: ModelAdapter, pipeline: Pipeline) -> None:
     """The cache, the block sizer and the block-wise sampler against what the model can run."""
     info, cache = adapter.info, pipeline.cache
     if cache == "exact":
-        if not getattr(adapter, "supports_exact_cache", False):
+        if not adapter.supports_exact_cache:
             raise ValueError(f"cache='exact' needs a block-causal model (block diffusion), not {info.family!r} "
                              f"with {info.attention} attention; use cache='none' (or 'prefix' / 'dual' on LLaDA)")
     elif cache != "none" and not adapter.supports_cache:
@@ -75,11 +75,12 @@ class NonFiniteLogitsError(ValueError):
 
 
 def _summarize_rows(adapter: ModelAdapter, logits: torch.Tensor, config: DecodeConfig,
-                   generator: torch.Generator | None, sampler: Multinomial | None = None) -> dict[str, np.ndarray]:
+                   generator: torch.Generator | None, sampler: BlockSampling | None = None) -> dict[str, np.ndarray]:
     """Candidate statistics of logits rows as numpy arrays (Gumbel-max, or the rule's sampler)."""
     info = adapter.info
     if sampler is not None:
-        stats = sampler.stats(logits, config.temperature, generator)
+        stats = multinomial_stats(logits, temperature=config.temperature, top_k=sampler.top_k, top_p=sampler.top_p,
+                                  generator=generator)
     else:
         stats = summarize(
             logits,

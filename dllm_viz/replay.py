@@ -71,7 +71,7 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "
                          "tokens, which a dense trace's statistics cannot stand in for; decode it for real "
                          "(the Verify button, or the Decode page)")
-    mask_id = dense.meta.mask_token_id if dense.meta.mask_token_id is not None else int(dense.tokens[0, 0])
+    mask_id = dense.mask_token_id
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate
     rule_state = rule.init_state(dense.gen_length)

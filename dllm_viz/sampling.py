@@ -198,24 +198,14 @@ def multinomial_candidates(
     return candidate.view(shape), confidence.view(shape)
 
 
-@dataclass(frozen=True, slots=True)
-class Multinomial:
-    """LLaDA2.x's sampling mode: candidates drawn by `multinomial_candidates` over one block.
-
-    A rule that returns one from `sampler()` gets its candidates this way, at the decode's
-    temperature, instead of through Gumbel-max, and only for the rows of its current block
-    (prompt rows of the first block included, as the reference draws them), so the generator's
-    draws match the reference's.
-    """
-
-    top_k: int | None = None
-    top_p: float | None = None
-
-    def stats(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> PositionStats:
-        """Candidates with their sampled-distribution confidence, plus margin and entropy of the
-        raw softmax (float64) for the views. The mask token is not excluded (nor is it in the
-        reference): an untrained model may draw it."""
-        candidate, confidence = multinomial_candidates(logits, temperature=temperature, top_k=self.top_k,
-                                                       top_p=self.top_p, generator=generator)
-        _, margin, entropy = _spread(logits, torch.float64)
-        return PositionStats(candidate=candidate, confidence=confidence, margin=margin, entropy=entropy)
+def multinomial_stats(logits: torch.Tensor, *, temperature: float, top_k: int | None, top_p: float | None,
+                      generator: torch.Generator | None) -> PositionStats:
+    """LLaDA2.x's sampling mode (a rule's `policies.BlockSampling`): `multinomial_candidates` over
+    the rows given (the engine passes one block's, prompt rows of the first block included, as the
+    reference draws them, so the generator's draws match), plus margin and entropy of the raw
+    softmax (float64) for the views. The mask token is not excluded (nor is it in the reference):
+    an untrained model may draw it."""
+    candidate, confidence = multinomial_candidates(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                                                   generator=generator)
+    _, margin, entropy = _spread(logits, torch.float64)
+    return PositionStats(candidate=candidate, confidence=confidence, margin=margin, entropy=entropy)

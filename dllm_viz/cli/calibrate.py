@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ from dllm_viz.cli.options import (
     policy_fields,
     warn_unsafe,
 )
+from dllm_viz.writable import check_writable
 
 if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
     from dllm_viz.calibrate import Calibration
@@ -144,10 +144,7 @@ def _check_out(out: Path | None) -> None:
     if out.exists():
         raise ValueError(f"--out {str(out)!r} already exists; choose another path (finished results are never "
                          "overwritten)")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise ValueError(f"cannot write --out {str(out)!r}: {str(parent)!r} is not a writable directory; "
-                         "choose a writable path")
+    check_writable(out, "--out")
 
 
 def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # type: ignore[type-arg]

@@ -110,6 +110,12 @@ class ModelAdapter:
         """True when prefix/dual KV caching is available (native families, not remote code)."""
         return not self.uses_remote_code and hasattr(self.model, "config")
 
+    @property
+    def supports_exact_cache(self) -> bool:
+        """True when finished blocks' keys and values are final, so cache="exact" reuses them
+        (block-causal attention: block_adapter.py); never for full bidirectional attention."""
+        return False
+
     def _run(self, ids: torch.Tensor, *, cache: WindowKVCache | None, position_start: int,
              key_length: int) -> torch.Tensor:
         """Forward `ids` (1-D) at absolute positions from `position_start`; raw (unshifted) logits."""

@@ -163,6 +163,21 @@ def forced_or(reason: str, commit: np.ndarray, forced: np.ndarray) -> np.ndarray
     return codes
 
 
+@dataclass(frozen=True)
+class BlockSampling:
+    """A rule's request to draw its own candidates (`CommitRule.sampler`): LLaDA2.x's multinomial
+    sampling over the rows of the window's whole block, with these filters (the engine runs it,
+    sampling.multinomial_stats; None keeps every token).
+
+    Attributes:
+        top_k: sample among the k most likely tokens (None or 0: all).
+        top_p: nucleus mass to sample from (None: all).
+    """
+
+    top_k: int | None = None
+    top_p: float | None = None
+
+
 @runtime_checkable
 class CommitRule(Protocol):
     """Chooses which open positions to commit at each step.
@@ -191,10 +206,10 @@ class CommitRule(Protocol):
         one per position (DecodeConfig's default step cap); None = one per position suffices."""
         return None
 
-    def sampler(self) -> Any:
+    def sampler(self) -> BlockSampling | None:
         """How candidates are drawn for this rule: None = the engine's Gumbel-max with the
-        DecodeConfig temperature; a `sampling.Multinomial` = LLaDA2's multinomial sampling over
-        the window's block only, at that temperature with the rule's top-k / top-p."""
+        DecodeConfig temperature; a `BlockSampling` = LLaDA2's multinomial sampling over the
+        window's block only, at that temperature with the rule's top-k / top-p."""
         return None
 
 

@@ -14,10 +14,17 @@ from typing import ClassVar
 
 import numpy as np
 
-from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
+from dllm_viz.policies.base import (
+    NO_REASON,
+    BlockSampling,
+    CommitRule,
+    Decision,
+    StepView,
+    reason_code,
+    top_k_mask,
+)
 from dllm_viz.policies.knobs import check_knobs, knob
 from dllm_viz.policies.schedule import transfer_schedule
-from dllm_viz.sampling import Multinomial
 
 
 @dataclass(frozen=True)
@@ -171,8 +178,8 @@ class BlockRefinementRule(CommitRule):
         blocks = -(-canvas_length // (block_length or canvas_length)) + 1
         return blocks * (self.block_steps + self.max_post_steps + 1)
 
-    def sampler(self) -> Multinomial:
-        return Multinomial(self.top_k, self.top_p)
+    def sampler(self) -> BlockSampling:
+        return BlockSampling(self.top_k, self.top_p)
 
     def step(self, view: StepView, state: RefinementState) -> tuple[Decision, RefinementState]:
         """The reference's pass over the current block, as a Decision with edits and the block's

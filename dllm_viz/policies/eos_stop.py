@@ -19,6 +19,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from dllm_viz.policies.base import StepView, StopDecision, StopRule
+from dllm_viz.policies.block_refinement import eos_finishes
 from dllm_viz.policies.knobs import check_knobs, knob
 
 
@@ -70,7 +71,6 @@ class FirstEosStop(StopRule):
             return StopDecision()
         end = view.window[1]
         is_eos = tokens[:end] == view.eos_token_id
-        if not (committed[:end] & is_eos).any():
-            return StopDecision()
-        first = int(np.argmax(is_eos))
-        return StopDecision(halt=not bool((tokens[:first] == view.mask_token_id).any()))
+        # the reference's test over the row; the prompt (checked above) is not in these positions
+        return StopDecision(halt=eos_finishes(is_eos, tokens[:end] == view.mask_token_id, prompt_length=0,
+                                              changed_to_eos=bool((committed[:end] & is_eos).any())))
