@@ -283,7 +283,7 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
         base = {"step": step, "tokens": tokens.copy(), "is_masked": is_masked, "canvas_end": canvas_end, **fixed}
         extras: dict[str, np.ndarray] = {}
         if not pipeline.block.reads_pass:  # windows known before the pass: a prefix model runs up to its end
-            extras = _advance_window(pipeline, cursor, {**base, **_unseen(tokens)}, is_masked)
+            extras = _advance_window(pipeline, cursor, base, is_masked)
         partial = (pipeline.cache in PARTIAL_PASS and pipeline.cache != "exact" and kv is not None
                    and is_masked[slice(*cursor.window)].any() and cursor.step_in_window > 0
                    and not (pipeline.refresh_every and cursor.step_in_window % pipeline.refresh_every == 0))
@@ -347,7 +347,8 @@ def _unseen(tokens: np.ndarray) -> dict[str, np.ndarray]:
 
 def _advance_window(pipeline: Pipeline, cursor: _Cursor, base: dict[str, Any],
                     is_masked: np.ndarray) -> dict[str, np.ndarray]:
-    """Open the next window(s) once the current one is done, sized from `base`; returns extras.
+    """Open the next window(s) once the current one is done, sized from `base` (this step's view
+    fields, with the pass's statistics when the sizer reads them); returns extras.
 
     Done: full, unless the rule asked for another pass on it (`keep`), or the rule left it
     with masks (`leave`: its schedule is spent).
@@ -356,7 +357,9 @@ def _advance_window(pipeline: Pipeline, cursor: _Cursor, base: dict[str, Any],
     length = is_masked.shape[0]
     while cursor.leave or (not cursor.keep and not is_masked[cursor.window[0] : cursor.window[1]].any()):
         start = cursor.window[1]
-        probe = StepView(step_in_window=0, window=(start, length), window_masked_at_start=0, **base)
+        # before the pass (a sizer that does not read it) base holds no statistics yet
+        probe = StepView(step_in_window=0, window=(start, length), window_masked_at_start=0,
+                         **{**_unseen(base["tokens"]), **base})
         end, block_extras = pipeline.block.window_end(probe, start)
         if not start < end <= length:
             raise RuntimeError(f"{type(pipeline.block).__name__} returned window [{start}, {end})")
