@@ -36,24 +36,23 @@ def _choice(options: tuple[str, ...]) -> Callable[[str], str | None]:
     return lambda text: None if text in options else f"one of {', '.join(options)}"
 
 
-def _integer(low: int, high: int) -> Callable[[str], str | None]:
+def _within(parse: Callable[[str], float], low: float, high: float, what: str) -> Callable[[str], str | None]:
+    """A check that `text` parses and lies in [low, high] (NaN never does); `what` names the rule."""
     def check(text: str) -> str | None:
         try:
-            ok = low <= int(text) <= high
+            ok = low <= parse(text) <= high
         except ValueError:
             ok = False
-        return None if ok else f"an integer from {low} to {high}"
+        return None if ok else what
     return check
+
+
+def _integer(low: int, high: int) -> Callable[[str], str | None]:
+    return _within(int, low, high, f"an integer from {low} to {high}")
 
 
 def _number(low: float, high: float) -> Callable[[str], str | None]:
-    def check(text: str) -> str | None:
-        try:
-            ok = low <= float(text) <= high
-        except ValueError:
-            ok = False
-        return None if ok else f"a number from {low:g} to {high:g}"
-    return check
+    return _within(float, low, high, f"a number from {low:g} to {high:g}")
 
 
 def _gen_length(text: str) -> str | None:
