@@ -114,15 +114,14 @@ def position_ticks(labels: list[str]) -> dict[str, Any]:
             "tickangle": 0}
 
 
-def grid_axes(fig: go.Figure, grid: StepGrid) -> go.Figure:
-    """Category position axis (one label per column) and reversed step axis; returns `fig`."""
+def grid_axes(grid: StepGrid) -> dict[str, Any]:
+    """Layout of a grid chart: category position axis (one label per column), reversed step axis."""
     step_title = "step" if grid.row_factor == 1 else f"step (rows pooled x{grid.row_factor})"
     position_title = "position" if grid.col_factor == 1 else f"position (pooled x{grid.col_factor})"
-    fig.update_layout(
-        xaxis=axis(position_title, type="category", categoryorder="array", categoryarray=grid.labels,
-                   range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, **position_ticks(grid.labels)),
-        yaxis=axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False,
-                   **(step_ticks(grid.num_steps) if grid.row_factor == 1 else {})),
-        barmode="overlay",
-    )
-    return fig
+    return {
+        "xaxis": axis(position_title, type="category", categoryorder="array", categoryarray=grid.labels,
+                      range=[-0.5, max(len(grid.labels), 1) - 0.5], showgrid=False, **position_ticks(grid.labels)),
+        "yaxis": axis(step_title, range=grid.step_range(), showgrid=False, zeroline=False,
+                      **(step_ticks(grid.num_steps) if grid.row_factor == 1 else {})),
+        "barmode": "overlay",
+    }

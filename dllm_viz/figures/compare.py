@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._layout import OKABE_ITO, axis, finish_layout, titled, trace_label
+from dllm_viz.figures._layout import OKABE_ITO, axis, figure, finish_layout, titled, trace_label
 from dllm_viz.figures.summary import SERIES_NAMES, step_series
 from dllm_viz.trace import Trace
 
@@ -79,22 +79,20 @@ def step_series_lines(traces: Sequence[Trace], *, series: str = "committed_fract
     if series not in SERIES_NAMES or x not in ("progress", "step"):
         raise ValueError(f"`series` must be one of {SERIES_NAMES} and `x` 'progress' or 'step', "
                          f"got {series!r}, {x!r}")
-    fig = go.Figure()
+    lines = []
     for i, (trace, label) in enumerate(zip(traces, unique_labels(traces), strict=True)):
         values = step_series(trace)[series]
         if x == "progress":
             xs, ys = resample_progress(values, num_points)
         else:
             xs, ys = np.arange(values.size), values
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (NFE {trace.nfe})",
-                                 line={"color": OKABE_ITO[i % len(OKABE_ITO)], "width": 2},
-                                 hovertemplate=f"{label}<br>{x} %{{x:.2f}}<br>{series} %{{y:.3f}}"
-                                               "<extra></extra>"))
+        lines.append(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} (NFE {trace.nfe})",
+                                line={"color": OKABE_ITO[i % len(OKABE_ITO)], "width": 2},
+                                hovertemplate=f"{label}<br>{x} %{{x:.2f}}<br>{series} %{{y:.3f}}<extra></extra>"))
     x_title = "decode progress (step / NFE)" if x == "progress" else "step"
-    fig.update_layout(xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")))
-    finish_layout(fig, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
-                  hovermode="x unified")
-    return fig.update_layout(legend_y=-0.25)  # below the x-axis title, which the shared -0.15 overlapped
+    return figure(lines, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
+                  hovermode="x unified", xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")),
+                  legend={"y": -0.25})  # below the x-axis title, which the shared -0.15 overlapped
 
 
 def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
@@ -113,15 +111,15 @@ def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
     if not traces:
         raise ValueError("pass at least one trace to compare")
     summaries = [t.summary() for t in traces]
-    fig = go.Figure(go.Bar(
+    bars = go.Bar(
         x=unique_labels(traces), y=[t.nfe for t in traces], text=[t.nfe for t in traces], name="NFE",
         marker={"color": [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(traces))]},
         customdata=[[s["seconds"], s["tokens_per_step"]] for s in summaries],
         hovertemplate="%{x}<br>NFE %{y}<br>%{customdata[0]:.2f} s, %{customdata[1]:.2f} tokens/step"
                       "<extra></extra>",
-    ))
-    fig.update_layout(xaxis=axis("policy"), yaxis=axis("NFE (forward passes)"))
-    return finish_layout(fig, title=title or "Forward passes per policy")
+    )
+    return figure([bars], title=title or "Forward passes per policy", xaxis=axis("policy"),
+                  yaxis=axis("NFE (forward passes)"))
 
 
 def pareto_front(points: Any) -> np.ndarray:

@@ -126,7 +126,7 @@ def replay_figure(trace: Trace, *, max_frames: int = 64, max_positions: int = 51
     names = ["initial" if s < 0 else str(s) for s in steps]
     frames = [go.Frame(data=_frame_data(trace, int(s), factor, width), name=n)
               for s, n in zip(steps, names, strict=True)]
-    fig = grid_layout(go.Figure(data=frames[0].data, frames=frames))
+    fig = go.Figure(data=frames[0].data, frames=frames, layout=grid_layout())
     fig.update_layout(**_controls(names, frame_ms))
     pooled = "" if factor == 1 else f", {factor} positions per cell"
     default = f"Replay: {trace_label(trace)}, NFE {trace.nfe}{pooled}<br><sup>{state_legend()}</sup>"

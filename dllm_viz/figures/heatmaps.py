@@ -23,7 +23,7 @@ from dllm_viz.figures._layout import (
     CONFIDENCE_SCALE,
     NO_DATA_COLOR,
     STEP_SCALE,
-    finish_layout,
+    figure,
     masked_before,
     position_labels,
     step_ticks,
@@ -116,22 +116,23 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
     z = np.where(masked_before(trace), values, np.nan).astype(np.float32)
     grid = step_grid(trace, z, how=spec.pool, max_steps=max_steps, max_positions=max_positions)
     use_uint8 = grid.z.size > QUANTIZE_ABOVE_CELLS if quantize_z is None else quantize_z
-    fig = go.Figure(grid_heatmap(grid, name=spec.name, **_colour_options(spec, grid, use_uint8)))
-    if show_blocks and trace.num_steps:
-        fig.add_trace(block_boundaries(trace, grid))
-    if show_bands and trace.num_steps and VOLATILITY_REGION in trace.extras:
-        fig.add_trace(volatility_band_edges(trace.extras[VOLATILITY_REGION], grid))
-    if show_commits and trace.num_steps:
-        fig.add_trace(commit_markers(trace, grid))
+    traces = [grid_heatmap(grid, name=spec.name, **_colour_options(spec, grid, use_uint8))]
+    drawn = trace.num_steps > 0
+    bands = show_bands and drawn and VOLATILITY_REGION in trace.extras
+    if show_blocks and drawn:
+        traces.append(block_boundaries(trace, grid))
+    if bands:
+        traces.append(volatility_band_edges(trace.extras[VOLATILITY_REGION], grid))
+    if show_commits and drawn:
+        traces.append(commit_markers(trace, grid))
     if show_commits and trace.edited.any():
-        fig.add_trace(edit_markers(trace, grid))
-    if show_blocks and trace.num_steps:  # legend entries last, so the drawn traces keep their order
-        fig.add_trace(edge_legend("block boundary", "#000000"))
-    if show_bands and trace.num_steps and VOLATILITY_REGION in trace.extras:
-        fig.add_trace(edge_legend("volatility band edge", BAND_EDGE_COLOR))
+        traces.append(edit_markers(trace, grid))
+    if show_blocks and drawn:  # legend entries last, so the drawn traces keep their order
+        traces.append(edge_legend("block boundary", "#000000"))
+    if bands:
+        traces.append(edge_legend("volatility band edge", BAND_EDGE_COLOR))
     default = titled(f"{spec.name.capitalize()} per position over steps", trace_label(trace), f"NFE {trace.nfe}")
-    grid_axes(fig, grid)
-    return finish_layout(fig, title=title or default, plot_bgcolor=NO_DATA_COLOR)
+    return figure(traces, title=title or default, plot_bgcolor=NO_DATA_COLOR, **grid_axes(grid))
 
 
 def confidence_heatmap(trace: Trace, *, title: str | None = None, show_commits: bool = True,

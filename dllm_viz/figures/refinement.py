@@ -20,7 +20,7 @@ from dllm_viz.figures._layout import (
     EDIT_COLOR,
     OKABE_ITO,
     axis,
-    finish_layout,
+    figure,
     plotly_text,
     step_ticks,
     titled,
@@ -55,29 +55,29 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     seg_y = np.full(3 * waiting.size, None, dtype=object)
     seg_x[0::3], seg_x[1::3] = settled[waiting], commit[waiting]
     seg_y[0::3] = seg_y[1::3] = waiting
-    fig = go.Figure(go.Scatter(x=seg_x.tolist(), y=seg_y.tolist(), mode="lines", name="settled, still masked",
-                               line={"color": OKABE_ITO[1], "width": 3}, hoverinfo="skip"))
     has_settled, has_commit = settled >= 0, commit >= 0
-    fig.add_trace(go.Scatter(
-        x=settled[has_settled], y=positions[has_settled], text=texts[has_settled].tolist(), mode="markers",
-        name="settled step", marker={"color": OKABE_ITO[0], "size": 7},
-        hovertemplate="position %{y}: %{text}<br>settled at step %{x}<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=commit[has_commit], y=positions[has_commit], text=texts[has_commit].tolist(), mode="markers",
-        name="commit step", marker={"color": COMMIT_COLOR, "size": 7, "symbol": "diamond"},
-        hovertemplate="position %{y}: %{text}<br>committed at step %{x}<extra></extra>"))
+    traces = [
+        go.Scatter(x=seg_x.tolist(), y=seg_y.tolist(), mode="lines", name="settled, still masked",
+                   line={"color": OKABE_ITO[1], "width": 3}, hoverinfo="skip"),
+        go.Scatter(x=settled[has_settled], y=positions[has_settled], text=texts[has_settled].tolist(),
+                   mode="markers", name="settled step", marker={"color": OKABE_ITO[0], "size": 7},
+                   hovertemplate="position %{y}: %{text}<br>settled at step %{x}<extra></extra>"),
+        go.Scatter(x=commit[has_commit], y=positions[has_commit], text=texts[has_commit].tolist(), mode="markers",
+                   name="commit step", marker={"color": COMMIT_COLOR, "size": 7, "symbol": "diamond"},
+                   hovertemplate="position %{y}: %{text}<br>committed at step %{x}<extra></extra>"),
+    ]
     events = trace.edit_events
     if events:
-        fig.add_traces(_edit_traces(trace))
-    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
-                      yaxis=axis("position", autorange="reversed"))
+        traces += _edit_traces(trace)
     share = wasted_refinement_fraction(trace)
     edited = f"; {len(events)} edits changed {int((trace.edits_per_position > 0).sum())} committed positions"
-    fig.add_annotation(text=f"{share:.1%} of token-steps were spent on positions whose answer was already "
-                            f"settled{edited if events else ''}", xref="paper", yref="paper", x=0, y=1.0,
-                       yanchor="bottom", showarrow=False, font={"size": 12})
+    note = {"text": f"{share:.1%} of token-steps were spent on positions whose answer was already "
+                    f"settled{edited if events else ''}", "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+            "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}
     default = titled("Redundant refinement", trace_label(trace), f"NFE {trace.nfe}")
-    return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))
+    return figure(traces, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)),
+                  xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
+                  yaxis=axis("position", autorange="reversed"), annotations=[note])
 
 
 def _edit_traces(trace: Trace) -> list[go.Scatter]:

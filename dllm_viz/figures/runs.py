@@ -18,7 +18,7 @@ from dllm_viz.figures._layout import (
     COMMIT_COLOR,
     OKABE_ITO,
     axis,
-    finish_layout,
+    figure,
     masked_before,
     plotly_text,
     reason_names,
@@ -122,7 +122,7 @@ def persistence_runs_bar(trace: Trace, *, delta_p: float | None = None, m: int |
     runs = candidate_runs(trace)
     keep = np.sort(np.argsort(-runs.length, kind="stable")[:max_runs])
     persistent = runs.length[keep] >= m + 1
-    fig = go.Figure(go.Bar(
+    bars = go.Bar(
         y=runs.position[keep], x=runs.length[keep], base=runs.start[keep] - 0.5, orientation="h",
         name="candidate run", width=0.8,
         marker={"color": np.where(persistent, OKABE_ITO[0], OKABE_ITO[5]).tolist(), "line": {"width": 0}},
@@ -131,18 +131,19 @@ def persistence_runs_bar(trace: Trace, *, delta_p: float | None = None, m: int |
         text=[plotly_text(t) for t in token_texts(trace, runs.token[keep])], textposition="none",
         hovertemplate="position %{y}: candidate %{text}<br>steps %{customdata[0]}-%{customdata[1]} "
                       "(%{customdata[2]} passes)<extra></extra>",
-    ))
+    )
     steps, positions = cora_accepts(trace)
-    fig.add_trace(go.Scatter(x=steps, y=positions, mode="markers", name="CORA accept",
-                             marker={"symbol": "diamond", "color": COMMIT_COLOR, "size": 8},
-                             hovertemplate="CORA accept: position %{y} at step %{x}<extra></extra>"))
+    accepts = go.Scatter(x=steps, y=positions, mode="markers", name="CORA accept",
+                         marker={"symbol": "diamond", "color": COMMIT_COLOR, "size": 8},
+                         hovertemplate="CORA accept: position %{y} at step %{x}<extra></extra>")
     hidden = len(runs) - keep.size
     note = f"δp = {delta_p:g}, m = {m}: dark runs last ≥ {m + 1} passes (persistence ≥ m)"
     if hidden:
         note += f"; {hidden} shortest runs not drawn"
-    fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-                       showarrow=False, font={"size": 11})
-    fig.update_layout(xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
-                      yaxis=axis("position", autorange="reversed"), barmode="overlay", bargap=0.1)
+    annotation = {"text": note, "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "yanchor": "bottom",
+                  "showarrow": False, "font": {"size": 11}}
     default = titled("Persistence runs of the top-1 candidate", trace_label(trace), f"{len(runs)} runs")
-    return finish_layout(fig, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)))
+    return figure([bars, accepts], title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)),
+                  xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
+                  yaxis=axis("position", autorange="reversed"), barmode="overlay", bargap=0.1,
+                  annotations=[annotation])

@@ -8,7 +8,6 @@ and post-steps (block refinement) get their bar and markers only in traces that 
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import numpy as np
@@ -19,8 +18,9 @@ from dllm_viz.figures._layout import (
     EDIT_COLOR,
     OKABE_ITO,
     axis,
-    finish_layout,
+    figure,
     masked_before,
+    merged,
     nanstat,
     step_ticks,
     titled,
@@ -100,7 +100,9 @@ def _panel_layout() -> dict[str, object]:
     """The layout of the five stacked panels sharing one step axis (as a plain dict)."""
     grid = make_subplots(rows=5, cols=1, shared_xaxes=True, vertical_spacing=0.04,
                          row_heights=[0.24, 0.16, 0.24, 0.16, 0.2])
-    return dict(grid.layout.to_plotly_json())
+    layout = dict(grid.layout.to_plotly_json())
+    layout.pop("template", None)  # the figure's own (finish_options) applies
+    return layout
 
 
 def _axis_name(kind: str, row: int) -> str:
@@ -144,17 +146,15 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
                                  hovertemplate=f"{name} %{{y:.2f}}<extra></extra>")))
     # The five-panel grid is the same for every trace: made once (make_subplots is most of the
     # build time, which every Step paid), then each trace names its panel's axes itself.
-    fig = go.Figure(data=[t.update(xaxis=_axis_name("x", row), yaxis=_axis_name("y", row)) for row, t in traces],
-                    layout=copy.deepcopy(_panel_layout()))
     edits, posts = int(series["edited"].sum()), int(series["post_step"].sum())
     panels = {f"{_axis_name('yaxis', row)}": axis(name) for row, name in
               enumerate(("commits, edits" if edits else "commits", "masked", "confidence", "NFE", "time (ms)"),
                         start=1)}
     panels["yaxis3"]["range"] = [0, 1.02]
-    fig.update_layout(**panels, xaxis5=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5],
-                                             **step_ticks(trace.num_steps)))
+    panels["xaxis5"] = axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps))
     tps = trace.summary()["tokens_per_step"]
     default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step",
                      f"{edits} edits" if edits else "", f"{posts} post-steps" if posts else "")
-    return finish_layout(fig, title=title or default, height=height, hovermode="x unified", bargap=0.1,
-                         barmode="stack")
+    return figure([t.update(xaxis=_axis_name("x", row), yaxis=_axis_name("y", row)) for row, t in traces],
+                  title=title or default, height=height, hovermode="x unified", bargap=0.1, barmode="stack",
+                  **merged(_panel_layout(), panels))

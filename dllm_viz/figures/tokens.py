@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -32,7 +33,7 @@ from dllm_viz.figures._layout import (
     NO_DATA_COLOR,
     STEP_SCALE,
     axis,
-    finish_layout,
+    figure,
     mask_token_id,
     plotly_text,
     reason_names,
@@ -176,12 +177,11 @@ def grid_width(size: int, tokens_per_row: int) -> int:
     return max(1, min(tokens_per_row, size))
 
 
-def grid_layout(fig: go.Figure) -> go.Figure:
-    """Hidden column axis, reversed row axis, white background; returns `fig`."""
-    fig.update_layout(xaxis=axis("", showticklabels=False, showgrid=False, zeroline=False),
-                      yaxis=axis("row", autorange="reversed", showgrid=False, zeroline=False, dtick=1),
-                      plot_bgcolor="#FFFFFF")
-    return fig
+def grid_layout() -> dict[str, Any]:
+    """Layout of a wrapped token grid: hidden column axis, reversed row axis, white background."""
+    return {"xaxis": axis("", showticklabels=False, showgrid=False, zeroline=False),
+            "yaxis": axis("row", autorange="reversed", showgrid=False, zeroline=False, dtick=1),
+            "plot_bgcolor": "#FFFFFF"}
 
 
 MIN_GRID_HEIGHT = 280  # below this a 2-row grid's colour bar piles its title on its tick labels
@@ -239,17 +239,16 @@ def token_strip(trace: Trace, step: int | None = None, *, tokens_per_row: int = 
              enumerate(zip(states.text, states.state, states.is_draft, states.confidence, states.edit_notes,
                            strict=True))]
     width = grid_width(trace.gen_length, tokens_per_row)
-    fig = grid_layout(go.Figure(grid_traces(states.state, states.text, state_text_colors(states), width=width,
-                                            hover=hover, struck=[old[-1] if old else "" for old in states.replaced],
-                                            zmin=-0.5, zmax=4.5, colorscale=state_colorscale(),
-                                            showscale=False, name="token state")))
+    traces = grid_traces(states.state, states.text, state_text_colors(states), width=width, hover=hover,
+                         struck=[old[-1] if old else "" for old in states.replaced], zmin=-0.5, zmax=4.5,
+                         colorscale=state_colorscale(), showscale=False, name="token state")
     now = np.flatnonzero(states.edited_now)
     if now.size:
-        fig.add_trace(edit_marks(now, [hover[p] for p in now], width=width, name=EDITED_NOW, showlegend=False))
+        traces.append(edit_marks(now, [hover[p] for p in now], width=width, name=EDITED_NOW, showlegend=False))
     where = "initial canvas" if s < 0 else f"after step {s} of {trace.num_steps}"
     keys = state_legend() + (f"  {edit_legend()}" if trace.edited.any() else "")
     default = f"Tokens {where}: {trace_label(trace)}<br><sup>{keys}</sup>"
-    return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
+    return figure(traces, title=title or default, height=grid_height(trace.gen_length, width), **grid_layout())
 
 
 def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str | None = None) -> go.Figure:
@@ -282,16 +281,15 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
     mask = mask_token_id(trace)
     struck = [token_display(trace, edits[p][-1].old) if p in edits and token != mask else ""
               for p, token in enumerate(trace.final_tokens.tolist())]
-    fig = grid_layout(go.Figure(grid_traces(steps, texts, colors, width=width, hover=hover, struck=struck,
-                                            zmin=0, zmax=top, colorscale=STEP_SCALE, name="commit step",
-                                            colorbar={"title": {"text": "commit step"}})))
+    traces = grid_traces(steps, texts, colors, width=width, hover=hover, struck=struck, zmin=0, zmax=top,
+                         colorscale=STEP_SCALE, name="commit step", colorbar={"title": {"text": "commit step"}})
     if edits:
         edited = np.array(sorted(edits))
-        fig.add_trace(edit_marks(edited, [hover[p] for p in edited], width=width, name="edited after commit",
+        traces.append(edit_marks(edited, [hover[p] for p in edited], width=width, name="edited after commit",
                                  showlegend=True))
-    fig.update_layout(plot_bgcolor=NO_DATA_COLOR)
     default = titled("Commit order", trace_label(trace), f"NFE {trace.nfe}")
-    return finish_layout(fig, title=title or default, height=grid_height(trace.gen_length, width))
+    return figure(traces, title=title or default, height=grid_height(trace.gen_length, width),
+                  **{**grid_layout(), "plot_bgcolor": NO_DATA_COLOR})
 
 
 def _span(text: str, background: str, color: str, tip: str, *, draft: bool, replaced: tuple[str, ...] = (),

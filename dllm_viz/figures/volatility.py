@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from dllm_viz.figures._grid import grid_axes, grid_heatmap, step_grid
 from dllm_viz.figures._layout import (
     axis,
-    finish_layout,
+    figure,
     masked_before,
     stop_token_ids,
     titled,
@@ -100,17 +100,16 @@ def volatility_band_heatmap(trace: Trace, *, floor_threshold: float = 0.1, show_
                      max_positions=max_positions)
     z = _FROM_PRIORITY[grid.z].astype(np.int8)
     scale = [[f, c] for i, c in enumerate(REGION_COLORS) for f in (i / 3, (i + 1) / 3)]
-    fig = go.Figure(grid_heatmap(
+    traces = [grid_heatmap(
         grid, z=z, zmin=-0.5, zmax=2.5, colorscale=scale, name="region",
         colorbar={"title": {"text": "region"}, "tickvals": [0, 1, 2], "ticktext": list(REGION_NAMES)},
         hovertemplate="position %{x}<br>step %{y}<br>region %{z} (0 plateau, 1 band, 2 floor)<extra></extra>",
-    ))
+    )]
     if show_blocks and trace.num_steps:
-        fig.add_trace(block_boundaries(trace, grid, outline="#000000"))  # light regions: a black edge
-        fig.add_trace(edge_legend("block boundary", "#000000"))
-    grid_axes(fig, grid)
+        traces.append(block_boundaries(trace, grid, outline="#000000"))  # light regions: a black edge
+        traces.append(edge_legend("block boundary", "#000000"))
     default = titled(f"Volatility band ({source}) and adaptive blocks", trace_label(trace), f"NFE {trace.nfe}")
-    return finish_layout(fig, title=title or default)
+    return figure(traces, title=title or default, **grid_axes(grid))
 
 
 def volatility_profile(trace: Trace, step: int | None = None, *, floor_threshold: float = 0.1,
@@ -129,10 +128,10 @@ def volatility_profile(trace: Trace, step: int | None = None, *, floor_threshold
     """
     s = resolve_step(trace, step)
     positions = np.arange(trace.gen_length)
-    fig = go.Figure()
+    traces = []
     if s >= 0:
         start, end = (int(v) for v in trace.window[s])
-        fig.add_trace(go.Scatter(x=[start - 0.5, end - 0.5, end - 0.5, start - 0.5, start - 0.5],
+        traces.append(go.Scatter(x=[start - 0.5, end - 0.5, end - 0.5, start - 0.5, start - 0.5],
                                  y=[0, 0, 1, 1, 0], fill="toself", mode="lines", name="window",
                                  fillcolor="rgba(0,114,178,0.08)", line={"width": 0},
                                  hovertemplate=f"window [{start}, {end})<extra></extra>"))
@@ -141,9 +140,9 @@ def volatility_profile(trace: Trace, step: int | None = None, *, floor_threshold
         keep = regions[s] == code if s >= 0 else np.zeros(trace.gen_length, bool)
         conf = trace.confidence[s][keep] if s >= 0 else np.zeros(0)
         hover = f"position %{{x}}<br>confidence %{{y:.3f}}<extra>{name}</extra>"
-        fig.add_trace(go.Scatter(x=positions[keep], y=conf, mode="markers", name=name, hovertemplate=hover,
+        traces.append(go.Scatter(x=positions[keep], y=conf, mode="markers", name=name, hovertemplate=hover,
                                  marker={"color": color, "size": 7, "line": {"width": 0.5, "color": "#333"}}))
-    fig.update_layout(xaxis=axis("position", range=[-0.5, max(trace.gen_length, 1) - 0.5]),
-                      yaxis=axis("confidence", range=[0, 1.02]))
     where = "initial canvas" if s < 0 else f"step {s}"
-    return finish_layout(fig, title=title or titled(f"Confidence profile at {where}", trace_label(trace)))
+    return figure(traces, title=title or titled(f"Confidence profile at {where}", trace_label(trace)),
+                  xaxis=axis("position", range=[-0.5, max(trace.gen_length, 1) - 0.5]),
+                  yaxis=axis("confidence", range=[0, 1.02]))
