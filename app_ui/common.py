@@ -19,6 +19,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_ui.live_chart import preload_charts
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.explain import model_summary
@@ -171,6 +172,7 @@ def sidebar() -> None:
                              "above 0 candidates are drawn, and block refinement's top_k / top_p apply")
         if (threads := st.session_state.get("threads")) is not None:
             st.caption(f"CPU threads: {threads.reason}. Set {THREADS_ENV} to change.")
+        preload_charts()
 
 
 def current_model() -> ModelAdapter | None:

@@ -26,6 +26,7 @@ from app_ui.common import (
     set_trace,
     warn_if_cut_off,
 )
+from app_ui.live_chart import live_chart
 from app_ui.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
 from app_ui.views import scrubber
 from app_ui.widgets import component_fields, gen_length_input
@@ -118,13 +119,15 @@ def replay_view() -> None:
     step = scrubber(virtual, st.session_state.get("tune_dense_version", 0), "tune_", follow=False)
     st.html(figures.token_strip_html(virtual, step))
     st.caption(f"Replayed step {step} reads dense step {virtual.meta.dense_steps[step] if virtual.nfe else 0}.")
-    x, y = st.columns(2)
-    x.plotly_chart(cached_figure("tune_heat", drawn, lambda: figures.confidence_heatmap(
-        virtual, title="Replayed commits over the dense statistics")), key="tune_heat", theme=None)
-    y.plotly_chart(cached_figure("tune_series", drawn, lambda: figures.step_series_lines(
-        [dense, virtual], series="committed_fraction", x="step")), key="tune_series", theme=None)
-    st.plotly_chart(cached_figure("tune_order", drawn, lambda: figures.commit_order_heatmap(
-        virtual, tokens_per_row=16, title="When the rule would commit each position")), key="tune_order", theme=None)
+    x, y = st.columns(2)  # live charts: a slider move redraws them in place (app_ui.live_chart)
+    with x:
+        live_chart(cached_figure("tune_heat", drawn, lambda: figures.confidence_heatmap(
+            virtual, title="Replayed commits over the dense statistics")), key="tune_heat")
+    with y:
+        live_chart(cached_figure("tune_series", drawn, lambda: figures.step_series_lines(
+            [dense, virtual], series="committed_fraction", x="step")), key="tune_series")
+    live_chart(cached_figure("tune_order", drawn, lambda: figures.commit_order_heatmap(
+        virtual, tokens_per_row=16, title="When the rule would commit each position")), key="tune_order")
     verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
     if verify and adapter is not None:
         bar = st.progress(0.0, text="verify")

@@ -87,7 +87,10 @@ def values(data: Any) -> list[Any]:
 
 
 def charts(at: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """Every figure on the page: the live charts' (app_ui.live_chart), then st.plotly_chart's."""
+    live = [json.loads(c.proto.json) for c in at.get("bidi_component") if c.proto.WhichOneof("data") == "json"]
+    return [json.loads(d["spec"]) for d in live if d.get("spec")] + [json.loads(c.proto.spec)
+                                                                      for c in at.get("plotly_chart")]
 
 
 # ---- Decode -------------------------------------------------------------------------------

@@ -40,13 +40,15 @@ class View:
         return all(name in trace.extras for name in self.needs)
 
 
+KALMAN_VIEW = "Kalman bands"  # the view whose positions a page lets the user pick
+
 VIEWS: tuple[View, ...] = (
     View("commit order", commit_order_heatmap),
     View("entropy", entropy_heatmap),
     View("margin", margin_heatmap),
     View("refinement", refinement_dumbbell),
     View("volatility bands", volatility_band_heatmap, VOLATILITY_NEEDS),
-    View("Kalman bands", kalman_forecast_bands, KALMAN_NEEDS),
+    View(KALMAN_VIEW, kalman_forecast_bands, KALMAN_NEEDS),
     View("persistence runs", persistence_runs_bar, PERSISTENCE_NEEDS),
     View("TSPD gate", tspd_gate_heatmap, TSPD_GATE_NEEDS),
 )

@@ -83,21 +83,33 @@ MESSAGES = """() => { window.__messages = []; const Socket = window.WebSocket;
 # Each entry is [the state a change left, when]: leaving 'running' is the end of a rerun; a rerun
 # never seen running is over once its messages have stopped for QUIET ms.
 QUIET = 300
+# Both count only what follows the action's own input event (an earlier rerun ending after `t0`
+# once gave a negative time).
 RERUN_DONE = "(t0) => { const app = document.querySelector('[data-testid=stApp]'); " \
              "if (app.getAttribute('data-test-script-state') !== 'notRunning') return false; " \
+             "t0 = Math.max(t0, window.__input || 0); " \
              "if (window.__states.some(([left, t]) => t >= t0 && left === 'running')) return true; " \
              "const m = window.__messages.filter((t) => t >= t0); " \
              f"return m.length > 0 && performance.now() - m[m.length - 1] > {QUIET}; }}"
-RERUN_END = "(t0) => { const s = window.__states.filter(([left, t]) => t >= t0 && left === 'running'); " \
+RERUN_END = "(t0) => { t0 = Math.max(t0, window.__input || 0); " \
+            "const s = window.__states.filter(([left, t]) => t >= t0 && left === 'running'); " \
             "if (s.length) return s[s.length - 1][1]; const m = window.__messages.filter((t) => t >= t0); " \
             "return m[m.length - 1]; }"
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
+# When the chart under key `key` is drawn (0 until then): a live chart's finished draw
+# (app_ui/live_chart.py; epoch time less the page's time origin), or a plain Plotly chart.
+CHART_READY = "(key) => { const box = document.querySelector('.st-key-' + key); if (!box) return 0; " \
+              "const live = box.querySelector('.dllm-live-chart'); " \
+              "if (live) return live.dataset.drawnAt ? Number(live.dataset.drawnAt) - performance.timeOrigin : 0; " \
+              "return box.querySelector('.js-plotly-plot') ? performance.now() : 0; }"
+
+
 def timed(page: Any, action: Any, ready: str | None = None) -> float:
     """Seconds from the input event of `action()` (pointer down or key down, on the browser's clock)
-    to the end of the rerun it caused, or to `ready` appearing if that is later; `ready` must be a
-    selector that is not on the page before the action."""
+    to the end of the rerun it caused, or to the chart keyed `ready` being drawn if that is later;
+    that chart must not be on the page before the action."""
     page.wait_for_timeout(300)
     start = page.evaluate("performance.now()")
     action()
@@ -105,18 +117,23 @@ def timed(page: Any, action: Any, ready: str | None = None) -> float:
     t0 = page.evaluate("window.__input")
     end = page.evaluate(RERUN_END, start)
     if ready is not None:
-        seen = page.wait_for_function("(sel) => document.querySelector(sel) ? performance.now() : 0", arg=ready,
-                                      polling="raf", timeout=120_000)
+        seen = page.wait_for_function(CHART_READY, arg=ready, polling="raf", timeout=120_000)
         end = max(end, float(seen.json_value()))
     return (end - t0) / 1000
 
 
+# The newest finished draw of every live chart (app_ui/live_chart.py), on the page's clock.
+LIVE_DRAWS = "() => [...document.querySelectorAll('.dllm-live-chart')].filter((c) => c.dataset.drawnAt)" \
+             ".map((c) => Number(c.dataset.drawnAt) - performance.timeOrigin)"
+
+
 def drawn_after(page: Any, settle_ms: int = 1000) -> float:
     """Seconds from the last input to the last change inside a chart after it (0.0 if no chart
-    was redrawn), once `settle_ms` have passed with the page idle."""
+    was redrawn), once `settle_ms` have passed with the page idle: a Plotly chart's DOM on the
+    page, or a live chart's finished draw."""
     page.wait_for_timeout(settle_ms)
     t0 = page.evaluate("window.__input")
-    later = [t for t in page.evaluate("window.__drawn") if t >= t0]
+    later = [t for t in page.evaluate("window.__drawn") + page.evaluate(LIVE_DRAWS) if t >= t0]
     return (max(later) - t0) / 1000 if later else 0.0
 
 
@@ -160,7 +177,7 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
         chapters.append(timed(page, click(page, "learn_next")))
     out["learn chapters 2-5 first visit"] = chapters
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
-    runs = [timed(page, click(page, "run"), ".st-key-heatmap .js-plotly-plot")]
+    runs = [timed(page, click(page, "run"), "heatmap")]
     runs += [timed(page, click(page, "run")) for _ in range(2)]  # the heatmap is there: the rerun's end
     out["run to heatmap, threshold gen 128 (first, then warm)"] = runs
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
@@ -178,10 +195,11 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
     out["step beyond its forward pass (s)"] = beyond
     out["step click to its charts drawn (s)"] = drawn
     open_app(page, f"{url}/compare?cmp_n=4", "cmp_run")
-    compares = [timed(page, click(page, "cmp_run"), ".st-key-cmp_series_chart .js-plotly-plot")]
+    compares = [timed(page, click(page, "cmp_run"), "cmp_series_chart")]
     out["compare one prompt, 4 policies + dense, gen 64"] = [*compares, timed(page, click(page, "cmp_run"))]
     open_app(page, f"{url}/tune", "tune_record")
-    out["tune record dense, gen 64"] = timed(page, click(page, "tune_record"), ".st-key-tune_heat .js-plotly-plot")
+    # Tune's charts lie below the fold, where live charts draw only once scrolled to: to the rerun's end.
+    out["tune record dense, gen 64 (to the rerun's end)"] = timed(page, click(page, "tune_record"))
     thumb = page.locator(".st-key-tune_threshold input[type='range']").first
     moves, redrawn = [], []
     for key in ["ArrowLeft"] * 3 + ["ArrowRight"] * 3:

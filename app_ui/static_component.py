@@ -1,0 +1,68 @@
+"""Files our in-page components load, served by Streamlit from a cache folder (no build step).
+
+The live chart needs plotly.js in the page. Streamlit serves a (v1) component's folder at
+`<base>/component/<name>/`, and only files under it, so the folder is a cache holding copies
+of the files (the plotly.js the plotly package ships), named by their contents: a new plotly
+is a new folder. Without a writable folder or the file, `asset_url` says None and the callers
+fall back to plain Streamlit elements, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import plotly
+import streamlit as st
+import streamlit.components.v1 as components
+
+STATIC = Path(__file__).resolve().parent / "static"
+CACHE_ENV = "DLLM_VIZ_CACHE_DIR"
+PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+ASSETS = {"plotly.min.js": PLOTLY_JS}
+
+
+def _folder(assets: dict[str, Path]) -> Path | None:
+    """A cache folder holding `assets` ({served name: source}), or None if none can be written."""
+    digest = hashlib.sha256()
+    for served, source in sorted(assets.items()):
+        digest.update(f"{served}:{source.stat().st_size}:{source.stat().st_mtime_ns}".encode())
+    root = Path(os.environ.get(CACHE_ENV, "~/.cache/dllm_viz")).expanduser()
+    for base in (root, Path(tempfile.gettempdir()) / f"dllm_viz-{os.getuid()}"):
+        folder = base / "components" / f"assets-{digest.hexdigest()[:12]}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for served, source in assets.items():
+                if not (folder / served).is_file():
+                    shutil.copyfile(source, folder / f"{served}.part")
+                    os.replace(folder / f"{served}.part", folder / served)
+            (folder / "index.html").write_text("<!doctype html><title>dllm-viz assets</title>\n")
+        except OSError:
+            continue  # an unwritable cache: try the next place
+        return folder
+    return None
+
+
+@cache
+def _served() -> str | None:
+    """The URL path the assets are served under, once registered with Streamlit; None if not."""
+    if not all(path.is_file() for path in ASSETS.values()) or (folder := _folder(ASSETS)) is None:
+        return None
+    component = components.declare_component("assets", path=str(folder))
+    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    return "/" + "/".join(part for part in (base, "component", component.name) if part)
+
+
+def asset_url(name: str) -> str | None:
+    """The URL of asset `name` (a key of ASSETS) as the browser fetches it, or None."""
+    served = _served()
+    return None if served is None else f"{served}/{name}"
+
+
+def page_script(name: str) -> str:
+    """The text of one of our component scripts in app_ui/static (sent inline with the element)."""
+    return (STATIC / name).read_text(encoding="utf-8")

@@ -1,0 +1,105 @@
+"""The live charts (app_ui/live_chart.py) in a real browser: mounted once, redrawn in place,
+a playhead that follows the scrubber, a chart below the fold drawn when scrolled to, and a
+heatmap click that picks a Kalman position and moves the scrubber."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_app_browser import FAST, metric, open_page, press, settle, wait_slider
+
+pytestmark = pytest.mark.slow
+
+LIVE = ".dllm-live-chart"
+# Marks each chart's element, so a remount (a new element) is told apart from a redraw.
+MARK = "() => document.querySelectorAll('.dllm-live-chart').forEach((c) => { c.__mark = 'kept'; })"
+MARKED = "(sel) => document.querySelector(sel)?.__mark === 'kept'"
+
+
+def chart(page: Any, key: str) -> Any:
+    return page.locator(f".st-key-{key} {LIVE}").first
+
+
+def drawn(page: Any, key: str) -> None:
+    """Wait until the live chart keyed `key` has finished a draw of its current figure."""
+    page.wait_for_function("(sel) => { const c = document.querySelector(sel); "
+                           "return c && c.dataset.drawnAt && c.dataset.pending !== '1'; }",
+                           arg=f".st-key-{key} {LIVE}")
+
+
+def test_a_step_redraws_the_charts_in_place_and_the_playhead_follows_the_scrubber(page: Any, app_url: str) -> None:
+    from playwright.sync_api import expect
+
+    open_page(page, f"{app_url}/?{FAST}", "run")
+    press(page, "step")
+    press(page, "step")
+    expect(metric(page, "NFE")).to_have_text("2")
+    drawn(page, "heatmap")
+    before = chart(page, "heatmap").get_attribute("data-digest")
+    page.evaluate(MARK)
+    press(page, "step")
+    expect(metric(page, "NFE")).to_have_text("3")
+    page.wait_for_function("([sel, old]) => document.querySelector(sel)?.dataset.digest !== old",
+                           arg=[f".st-key-heatmap {LIVE}", before])
+    for key in ("heatmap", "summary"):  # the same elements, redrawn: never remounted
+        assert page.evaluate(MARKED, f".st-key-{key} {LIVE}"), key
+    assert page.locator(f".st-key-heatmap {LIVE} .js-plotly-plot, .st-key-heatmap {LIVE}.js-plotly-plot").count()
+    wait_slider(page, "t", "2")
+    expect(chart(page, "summary")).to_have_attribute("data-playhead", "2")
+    page.get_by_role("heading", name="Decode").click()
+    page.keyboard.press("ArrowLeft")  # scrub back: only the playhead moves, the figure stays
+    settle(page)
+    wait_slider(page, "t", "1")
+    expect(chart(page, "summary")).to_have_attribute("data-playhead", "1")
+    strip = page.locator(".st-key-token_strip .dllm-token-strip").first
+    expect(strip).to_be_visible()
+    assert page.evaluate(MARKED, f".st-key-summary {LIVE}")
+
+
+def test_a_chart_below_the_fold_draws_when_scrolled_to(page: Any, app_url: str) -> None:
+    from playwright.sync_api import expect
+
+    open_page(page, f"{app_url}/?{FAST}&view=refinement", "run")
+    press(page, "step")
+    press(page, "step")
+    view = chart(page, "view_chart")
+    view.scroll_into_view_if_needed()
+    drawn(page, "view_chart")
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.wait_for_timeout(300)
+    shown = view.get_attribute("data-digest")
+    press(page, "step")
+    expect(metric(page, "NFE")).to_have_text("3")
+    page.wait_for_timeout(500)
+    if view.get_attribute("data-pending") == "1":  # out of sight on this viewport: it waited
+        assert view.get_attribute("data-digest") == shown
+    view.scroll_into_view_if_needed()
+    drawn(page, "view_chart")
+    assert view.get_attribute("data-digest") != shown  # scrolled to: the newest figure
+
+
+def test_clicking_a_heatmap_column_picks_it_for_the_kalman_bands(page: Any, app_url: str) -> None:
+    from playwright.sync_api import expect
+
+    open_page(page, f"{app_url}/?rule=threshold&ce=true&{FAST}", "run")
+    press(page, "run")
+    drawn(page, "heatmap")
+    heat = chart(page, "heatmap")
+    heat.scroll_into_view_if_needed()
+    # Near the centre of column 5, row 0 (plotly's own coordinate maps); the cell under the
+    # pointer is read from plotly's hover event, and that one must be picked.
+    x, y = page.evaluate("""(sel) => { const c = document.querySelector(sel); const fl = c._fullLayout;
+        const area = c.querySelector('.nsewdrag').getBoundingClientRect();
+        c.on('plotly_hover', (e) => { window.__hovered = [String(e.points[0].x), Math.round(e.points[0].y)]; });
+        return [area.left + fl.xaxis.l2p(5), area.top + fl.yaxis.l2p(0)]; }""", f".st-key-heatmap {LIVE}")
+    page.mouse.move(x, y)
+    page.wait_for_function("() => window.__hovered")
+    hovered, row = page.evaluate("window.__hovered")
+    page.mouse.click(x, y)
+    settle(page, 800)
+    picked = page.locator(".st-key-kalman_pos")
+    expect(picked).to_be_visible(timeout=30_000)
+    expect(picked).to_contain_text(hovered)
+    wait_slider(page, "t", str(row))  # the scrubber moved to the clicked row
+    expect(page.locator(".st-key-view")).to_contain_text("Kalman bands")

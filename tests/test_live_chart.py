@@ -1,0 +1,85 @@
+"""The live chart's plain parts: which cell a click names, picking positions, serving plotly.js.
+
+The browser behaviour (mounted once, redrawn in place, lazy draws, a real click) is in
+tests/e2e/test_live_charts.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from trace_factory import make_trace
+
+import app_ui.static_component as static_component
+from app_ui.live_chart import Click, playhead_shape, with_playhead
+from app_ui.views import clicked_cell, toggled
+from dllm_viz import figures
+from dllm_viz.trace import Trace
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return make_trace(6, 20, seed=0)
+
+
+def test_a_click_names_the_position_of_its_column_and_the_step_of_its_row(trace: Trace) -> None:
+    label = figures.position_labels(trace)[7]
+    assert clicked_cell(Click(x=label, y=3.2), trace) == (7, 3)
+    assert clicked_cell(Click(x="12-15:abc", y=0.0), trace) == (12, 0)  # a pooled bin: its first position
+    assert clicked_cell(Click(x="99:x", y=99.0), trace) == (trace.gen_length - 1, trace.num_steps - 1)  # clamped
+    assert clicked_cell(Click(x="3:x", y=-4.0), trace) == (3, 0)
+
+
+@pytest.mark.parametrize("x, y", [("legend", 1.0), (":x", 1.0), ("4:x", None), ("-3:x", 1.0)])
+def test_a_click_off_the_cells_names_none(trace: Trace, x: str, y: float | None) -> None:
+    assert clicked_cell(Click(x=x, y=y), trace) is None
+
+
+def test_a_click_adds_a_position_and_a_second_click_removes_it() -> None:
+    assert toggled([], 5) == [5]
+    assert toggled([5, 2], 5) == [2]
+    assert toggled([1, 2, 3], 4, limit=3) == [2, 3, 4]  # past the limit the oldest goes
+
+
+def test_the_fallback_playhead_is_one_paper_high_line_at_the_step(trace: Trace) -> None:
+    fig = figures.step_summary_strip(trace)
+    shown = with_playhead(fig, 4)
+    assert len(shown.layout.shapes) == len(fig.layout.shapes) + 1
+    line = shown.layout.shapes[-1]
+    assert (line.x0, line.x1, line.yref, line.y0, line.y1) == (4, 4, "paper", 0, 1)
+    assert playhead_shape(4)["x0"] == 4 and not fig.layout.shapes  # the cached figure is left alone
+
+
+def test_the_assets_folder_holds_a_copy_of_plotly_js_and_falls_back_when_unwritable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(static_component.CACHE_ENV, str(tmp_path / "cache"))
+    folder = static_component._folder(static_component.ASSETS)
+    assert folder is not None and folder.is_relative_to(tmp_path / "cache")
+    copied = folder / "plotly.min.js"
+    assert copied.read_bytes()[:200] == static_component.PLOTLY_JS.read_bytes()[:200]
+    assert copied.stat().st_size == static_component.PLOTLY_JS.stat().st_size
+    assert static_component._folder(static_component.ASSETS) == folder  # the same contents, the same folder
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder should be")
+    monkeypatch.setenv(static_component.CACHE_ENV, str(blocked))
+    monkeypatch.setattr(static_component.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    fallback = static_component._folder(static_component.ASSETS)
+    assert fallback is not None and fallback.is_relative_to(tmp_path / "tmp") and (fallback / "plotly.min.js").is_file()
+    assert f"dllm_viz-{os.getuid()}" in str(fallback)
+
+
+def test_without_plotly_js_no_asset_is_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(static_component, "ASSETS", {"plotly.min.js": tmp_path / "missing.js"})
+    static_component._served.cache_clear()
+    try:
+        assert static_component.asset_url("plotly.min.js") is None  # the charts fall back to st.plotly_chart
+    finally:
+        static_component._served.cache_clear()
+
+
+def test_the_component_scripts_exist_and_export_their_render_function() -> None:
+    for name in ("live_chart.js", "live_html.js"):
+        text = static_component.page_script(name)
+        assert "export default function" in text, name
