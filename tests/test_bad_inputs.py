@@ -206,6 +206,28 @@ class TestCLI:
         assert "n=3" in capsys.readouterr().out
         one_line_error(capsys, main([*argv, "--resume", "--threshold", "0.5"]), "other settings")
 
+    def test_bench_resumes_a_jsonl_file_with_its_types(self, tmp_path: Path, tiny_dir: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "rows.jsonl"
+        argv = ["bench", "--model", str(tiny_dir), "--n", "2", "--policies", "dense,threshold", "--out", str(out),
+                *FAST]
+        assert main(argv) == 0
+        first = capsys.readouterr().out
+        lines = out.read_text().splitlines()
+        out.write_text("\n".join(lines[:3]) + "\n")  # the fourth row was never written
+        assert main([*argv, "--resume"]) == 0
+        resumed = capsys.readouterr()
+        assert "resuming" in resumed.err and len(out.read_text().splitlines()) == 4
+        def table(text: str) -> dict[str, dict[str, str]]:  # the summary's deterministic columns
+            lines = text.splitlines()
+            header = next(line.split() for line in lines if line.split()[:1] == ["accuracy"])
+            keep = ("accuracy", "mean_nfe", "nfe_speedup", "agreement")
+            return {line.split()[0]: {k: v for k, v in zip(header, line.split()[1:], strict=False) if k in keep}
+                    for line in lines if line.startswith(("dense ", "threshold "))}
+
+        # read-back rows keep their bools: the same accuracy and agreement (they were NaN from jsonl)
+        assert table(resumed.out) == table(first) and table(first)["dense"]["agreement"] == "1.000"
+
     def test_bench_writes_each_row_and_resumes(self, tmp_path: Path, tiny_dir: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
         import pandas as pd

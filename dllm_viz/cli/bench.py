@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     settings = {"command": "bench", "model": args.model, "problems": [p.problem_id for p in problems],
                 "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume, columns=ROW_COLUMNS) if args.out is not None else None
-    finished = _typed(pd.DataFrame(out.rows, columns=list(ROW_COLUMNS))) if out is not None and out.rows else None
+    finished = typed_rows(pd.DataFrame(out.rows, columns=list(ROW_COLUMNS))) if out is not None and out.rows else None
     total = len(problems) * len(configs)
     done = 0 if finished is None else len(finished)
     if done:
@@ -129,15 +129,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _typed(rows):  # type: ignore[no-untyped-def]
-    """Rows read back from the csv (all strings) with run_bench's types; texts stay texts ("11" is not 11)."""
+_BOOLS = {"True": True, "False": False}
+
+
+def typed_rows(rows):  # type: ignore[no-untyped-def]
+    """Rows read back from --out with run_bench's types: from a csv all are strings, from jsonl they
+    keep JSON's (a bool stays a bool); texts stay texts ("11" is not 11)."""
     import pandas as pd
 
     from dllm_viz.bench import ROW_KINDS
 
     for column, kind in ROW_KINDS.items():
         if kind == "bool":
-            rows[column] = rows[column].map({"True": True, "False": False})
+            rows[column] = rows[column].map(lambda v: v if isinstance(v, bool) else _BOOLS.get(v, v))
         elif kind == "number":
             rows[column] = pd.to_numeric(rows[column])
     return rows
