@@ -220,11 +220,14 @@ def calibrate(
     tolerance: float,
     *,
     on_row: Callable[[str, dict[str, Any]], None] | None = None,
+    finished: Mapping[str, pd.DataFrame] | None = None,
     unsafe_exec: bool = False,
 ) -> Calibration:
     """Dense and every point on `calibration`, the selection, then dense and the choice on `check`.
 
-    `on_row` gets (slice name, bench row) as each row is measured (progress).
+    `on_row` gets (slice name, bench row) as each row is measured (progress, the rows file);
+    `finished` holds, per slice name ("calibration", "check"), rows of an interrupted run, which
+    are not measured again (only those of this slice's problems and configurations count).
 
     Raises:
         ValueError: an empty slice, slices that share a problem id, no point, or a bad tolerance.
@@ -242,7 +245,12 @@ def calibrate(
 
     def run(name: str, problems: Sequence[Problem], configs: dict[str, Pipeline]) -> pd.DataFrame:
         report = None if on_row is None else (lambda row: on_row(name, row))
-        return run_bench(adapter, problems, configs, config, on_row=report, unsafe_exec=unsafe_exec)
+        prior = None if finished is None else finished.get(name)
+        if prior is not None:
+            ids = {p.problem_id for p in problems}
+            prior = prior[prior["config"].isin(list(configs)) & prior["problem_id"].astype(str).isin(ids)]
+        return run_bench(adapter, problems, configs, config, on_row=report, unsafe_exec=unsafe_exec,
+                         finished=None if prior is None or prior.empty else prior.reset_index(drop=True))
 
     first = slice_table(run("calibration", calibration, {BASELINE: dense, **points}), tolerance)
     labels = list(points)

@@ -161,3 +161,31 @@ def test_slices_are_disjoint_and_follow_the_heldout_order(calibrated: tuple[int,
     heldout = [p.problem_id for p in heldout_problems("hard", 4)]
     assert first == heldout[:2] and second == heldout[2:4]
     assert not set(first) & set(second)
+
+
+def test_an_interrupted_calibration_resumes_from_its_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "rows.jsonl"
+    argv = [*BASE, "--policy", "cora", "--grid", "m=1,2", "--n", "2", "--check-n", "1", "--rows", str(rows)]
+    assert main([*argv, "--out", str(tmp_path / "first.json")]) == 0
+    capsys.readouterr()
+    lines = rows.read_text().splitlines()
+    slices = [json.loads(line)["slice"] for line in lines]
+    assert slices == ["calibration"] * 6 + ["check"] * 2  # (dense + 2 points) x 2, then (dense + chosen) x 1
+    one_line = main([*argv, "--out", str(tmp_path / "again.json")])  # the rows file is never overwritten
+    assert one_line == 2 and "--resume" in capsys.readouterr().err
+    rows.write_text("\n".join(lines[:4]) + "\n" + lines[4][:30])  # killed while writing the fifth row
+    assert main([*argv, "--resume", "--out", str(tmp_path / "second.json")]) == 0
+    err = capsys.readouterr().err
+    assert "4 rows already measured" in err
+    assert sum(line.startswith(("[calibration]", "[check]")) for line in err.splitlines()) == 4  # only the rest
+    first, second = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second"))
+    assert second["calibration"] == first["calibration"] and second["check"] == first["check"]
+    assert second["chosen"] == first["chosen"]
+    assert [json.loads(line)["slice"] for line in rows.read_text().splitlines()] == slices
+    assert main([*argv, "--resume", "--tolerance", "3", "--out", str(tmp_path / "third.json")]) == 2
+    assert "other settings" in capsys.readouterr().err
+
+
+def test_resume_needs_a_rows_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE, "--policy", "cora", "--grid", "m=1", "--n", "2", "--resume"]) == 2
+    assert "pass --rows PATH" in capsys.readouterr().err

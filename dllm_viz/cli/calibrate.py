@@ -24,6 +24,7 @@ from dllm_viz.cli.options import (
     policy_fields,
     warn_unsafe,
 )
+from dllm_viz.cli.results import ResultsFile
 from dllm_viz.writable import check_writable
 
 if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
@@ -60,6 +61,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="write the grid, per-point results, the chosen point, the check and the settings to "
                              "this .json file (never replaces an existing file)")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="append every measured row to this file (.csv, else jsonl) with its slice, as it is "
+                             "measured, so an interrupted calibration can continue with --resume")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the --rows file of an interrupted run with the same settings: its rows "
+                             "are not measured again")
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser, components=False)
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"`{flag}` must be >= 1, got {value}")
     check_tolerance(args.tolerance)
     _check_out(args.out)
+    if args.resume and args.rows is None:
+        raise ValueError("--resume continues a --rows file; pass --rows PATH as well")
     grid = parse_grid(args.grid)
     both = sorted(set(grid.knobs) & set(passed_options(args)))
     if both:
@@ -93,13 +102,31 @@ def run(args: argparse.Namespace) -> int:
     check = _slice(args, args.n, args.check_n, "check")
     check_scoring(args, [*calibration, *check])
 
+    settings = {"command": "calibrate", "model": args.model, "policy": args.policy, "grid": args.grid,
+                "tasks": None if args.prompts is not None else args.tasks,
+                "prompts": None if args.prompts is None else str(args.prompts), "n": args.n,
+                "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
+                "options": {name: options[name] for name in passed_options(args)},
+                "dense": dense.to_dict()}
+    rows_file = (ResultsFile(args.rows, {**settings, "problems": [p.problem_id for p in (*calibration, *check)]},
+                             resume=args.resume, columns=_row_file_columns()) if args.rows is not None else None)
+    finished = _finished(rows_file.rows) if rows_file is not None and rows_file.rows else None
+    if finished:
+        print(f"resuming {args.rows}: {sum(len(f) for f in finished.values())} rows already measured", file=sys.stderr)
+
     def progress(name: str, row: dict) -> None:
+        if rows_file is not None:
+            rows_file.append({"slice": name, **row})
         print(f"[{name}] {row['config']} {row['problem_id']} nfe={row['nfe']} correct={row['correct']}",
               file=sys.stderr, flush=True)
 
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
-    result = calibrate(adapter, calibration, check, dense, points, config, args.tolerance, on_row=progress,
-                       unsafe_exec=args.unsafe_exec)
+    try:
+        adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+        result = calibrate(adapter, calibration, check, dense, points, config, args.tolerance, on_row=progress,
+                           finished=finished, unsafe_exec=args.unsafe_exec)
+    finally:
+        if rows_file is not None:
+            rows_file.close()
     warn_unsafe(args, [*calibration, *check])
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} policy={args.policy} grid={args.grid} tolerance={args.tolerance} "
@@ -112,12 +139,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     print(_verdict(result, args.tolerance))
     if args.out is not None:
-        settings = {"command": "calibrate", "model": args.model, "policy": args.policy, "grid": args.grid,
-                    "tasks": None if args.prompts is not None else args.tasks,
-                    "prompts": None if args.prompts is None else str(args.prompts), "n": args.n,
-                    "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
-                    "options": {name: options[name] for name in passed_options(args)},
-                    "dense": dense.to_dict()}
         report = {
             "settings": settings,
             "grid": [{"config": label, "values": {knob: knob_value(pipe, knob) for knob in grid.knobs},
@@ -133,6 +154,24 @@ def run(args: argparse.Namespace) -> int:
             json.dump(report, handle, indent=2, default=str)
         print(f"wrote {args.out}")
     return 0
+
+
+def _row_file_columns() -> tuple[str, ...]:
+    from dllm_viz.bench import ROW_COLUMNS
+
+    return ("slice", *ROW_COLUMNS)
+
+
+def _finished(rows: list[dict]) -> dict:  # type: ignore[type-arg]
+    """Rows read back from --rows, per slice, with run_bench's types."""
+    import pandas as pd
+
+    from dllm_viz.bench import ROW_COLUMNS
+    from dllm_viz.cli.bench import typed_rows
+
+    table = pd.DataFrame(rows, columns=list(_row_file_columns()))
+    return {str(name): typed_rows(part[list(ROW_COLUMNS)].reset_index(drop=True))
+            for name, part in table.groupby("slice", sort=False)}
 
 
 def _check_out(out: Path | None) -> None:
