@@ -100,6 +100,8 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     with heat:
         click = live_chart(cached_figure(f"{prefix}heatmap", version, lambda: figures.confidence_heatmap(trace)),
                            key=f"{prefix}heatmap", clickable=True)
+        st.caption("Click a cell: the step scrubber jumps to its row" + (
+            "; its column joins the Kalman bands (click again to drop it)." if KALMAN_VIEW in views else "."))
     follow_click(click, trace, prefix, KALMAN_VIEW in views)
     with side:
         with st.container():  # the cut-off warning comes and goes in its own place
