@@ -83,3 +83,46 @@ def test_the_component_scripts_exist_and_export_their_render_function() -> None:
     for name in ("live_chart.js", "live_html.js"):
         text = static_component.page_script(name)
         assert "export default function" in text, name
+
+
+def _chart_script() -> None:
+    import plotly.graph_objects as go
+
+    from app_ui.live_chart import live_chart
+
+    live_chart(go.Figure(go.Bar(y=[1, 2, 3])).update_layout(height=321), key="bars", playhead=2)
+
+
+def test_the_chart_goes_out_as_a_live_element_with_its_figure_digest_and_playhead() -> None:
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_chart_script).run()
+    assert not at.exception
+    elements = at.get("bidi_component")
+    assert len(elements) == 1 and not at.get("plotly_chart")
+    data = json.loads(elements[0].proto.json)
+    figure = json.loads(data["spec"])
+    assert figure["data"][0]["type"] == "bar" and data["height"] == 321
+    assert data["playhead"]["x0"] == 2 and data["playhead"]["yref"] == "paper"
+    assert data["src"].endswith("/plotly.min.js") and len(data["digest"]) == 24
+    again = AppTest.from_function(_chart_script).run()
+    assert json.loads(again.get("bidi_component")[0].proto.json)["digest"] == data["digest"]  # same figure, same digest
+
+
+def test_without_plotly_js_the_chart_falls_back_to_st_plotly_chart(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(static_component, "ASSETS", {"plotly.min.js": tmp_path / "missing.js"})
+    static_component._served.cache_clear()
+    try:
+        at = AppTest.from_function(_chart_script).run()
+    finally:
+        static_component._served.cache_clear()
+    assert not at.exception and not at.get("bidi_component")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "bar" and spec["layout"]["shapes"][-1]["x0"] == 2  # the playhead drawn in
