@@ -85,6 +85,15 @@ def test_the_component_scripts_exist_and_export_their_render_function() -> None:
         assert "export default function" in text, name
 
 
+@pytest.fixture
+def keep_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest replaces sys.modules['__main__'] with its script and leaves it there; a later test
+    that spawns processes (the trainer's data workers) would then re-run that script in each."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+
+
 def _chart_script() -> None:
     import plotly.graph_objects as go
 
@@ -93,6 +102,7 @@ def _chart_script() -> None:
     live_chart(go.Figure(go.Bar(y=[1, 2, 3])).update_layout(height=321), key="bars", playhead=2)
 
 
+@pytest.mark.usefixtures("keep_main")
 def test_the_chart_goes_out_as_a_live_element_with_its_figure_digest_and_playhead() -> None:
     import json
 
@@ -111,6 +121,7 @@ def test_the_chart_goes_out_as_a_live_element_with_its_figure_digest_and_playhea
     assert json.loads(again.get("bidi_component")[0].proto.json)["digest"] == data["digest"]  # same figure, same digest
 
 
+@pytest.mark.usefixtures("keep_main")
 def test_without_plotly_js_the_chart_falls_back_to_st_plotly_chart(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import json

@@ -85,6 +85,14 @@ export default function (component) {
       }
       box.dataset.pending = state.pending ? "1" : "";
     }).observe(box);
+    // Plotly's own `responsive` follows the window only; a column that narrows (the sidebar
+    // opening) must resize the chart too.
+    let width = parentElement.getBoundingClientRect().width;
+    new ResizeObserver(() => {
+      const now = parentElement.getBoundingClientRect().width;
+      if (Math.abs(now - width) > 1 && window.Plotly && state.digest !== null) window.Plotly.Plots.resize(box);
+      width = now;
+    }).observe(parentElement);
   }
   state.report = (value) => setTriggerValue("click", value);
   state.box.style.height = data.height + "px";  // the page keeps its layout while a chart waits
