@@ -1,7 +1,8 @@
 """Benchmark (not a test): browser timings of the heatmap and of the app's interactions.
 
 `python tests/e2e/render_bench.py` times confidence heatmaps of 64^2 to 1024^2 in headless
-Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads;
+Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads; `--builds`
+times, in this process, the figure builders a Decode Step calls, on a bundled-model decode;
 `python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
 model and times, from the click to the finished rerun as the browser sees it: Run to heatmap
 (threshold, gen 128), a Step beyond its forward pass, each Learn chapter's first visit on a fresh
@@ -252,15 +253,47 @@ def thread_probe(rounds: int = 2, passes: int = 15) -> None:
         print(f"{threads} thread(s): median {statistics.median(times):.1f} ms, max {max(times):.1f} ms", flush=True)
 
 
+def figure_builds(repeats: int = 9) -> None:
+    """Median ms of each figure a Decode Step builds (and its JSON), on a threshold decode at gen 128."""
+    import torch
+
+    from dllm_viz import decode, figures, load
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.policies import FixedBlocks, Pipeline, ThresholdPolicy
+
+    torch.set_num_threads(1)
+    adapter = load("tiny", device="cpu")
+    prompt = adapter.encode_prompt("Tom has 12 apples. He buys 7 more. How many apples does he have now?")
+    trace = decode(adapter, prompt, Pipeline(ThresholdPolicy(0.9), FixedBlocks(32)), DecodeConfig(gen_length=128))
+    builders = {"confidence heatmap": lambda: figures.confidence_heatmap(trace),
+                "per-step summary": lambda: figures.step_summary_strip(trace),
+                **{f"view: {view.name}": (lambda view=view: view.build(trace)) for view in figures.views_for(trace)}}
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    print(f"trace: {trace.num_steps} steps x {trace.gen_length} positions ({trace.meta.label})")
+    for name, build in builders.items():
+        times, fig = [], build()
+        for _ in range(repeats):
+            started = time.perf_counter()
+            fig = build()
+            times.append(1000 * (time.perf_counter() - started))
+        started = time.perf_counter()
+        fig.to_json()
+        print(f"{name}: build median {statistics.median(times):.1f} ms (max {max(times):.1f}), "
+              f"JSON {1000 * (time.perf_counter() - started):.1f} ms", flush=True)
+
+
 def main() -> None:
     """Heatmap render times, or with --app the app's interaction timings."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--app", action="store_true", help="time the app's interactions on the bundled model")
     parser.add_argument("--threads", type=int, default=None, help="DLLM_VIZ_THREADS for the app server")
     parser.add_argument("--thread-probe", action="store_true", help="time a model pass with 1 and 2 threads")
+    parser.add_argument("--builds", action="store_true", help="time the figure builders of a Decode Step")
     args = parser.parse_args()
     if args.thread_probe:
         thread_probe()
+    elif args.builds:
+        figure_builds()
     elif args.app:
         app_bench(args.threads)
     else:
