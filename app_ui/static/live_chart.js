@@ -9,12 +9,24 @@ function loadPlotly(src) {
     window.__dllmVizPlotly = new Promise((resolve, reject) => {
       const script = document.createElement("script");
       script.src = src;
-      script.onload = () => resolve(window.Plotly);
+      script.onload = () => warmUp(window.Plotly).then(() => resolve(window.Plotly));
       script.onerror = () => reject(new Error("plotly.js did not load from " + src));
       document.head.appendChild(script);
     });
   }
   return window.__dllmVizPlotly;
+}
+
+// plotly.js pays a one-time set-up on its first draw (styles, fonts, trace modules): spend it
+// on a hidden chart while the page loads, not on the first real chart after a Run.
+function warmUp(Plotly) {
+  const box = document.createElement("div");
+  box.style.cssText = "position:absolute;left:-10000px;top:0;width:400px;height:300px";
+  document.body.appendChild(box);
+  const traces = [{ type: "heatmap", z: [[0, 1], [1, 0]] }, { type: "scatter", y: [1, 2] }, { type: "bar", y: [1] }];
+  return Plotly.newPlot(box, traces, { height: 300 })
+    .catch(() => null)
+    .then(() => { Plotly.purge(box); box.remove(); });
 }
 
 function shapesWith(state, playhead) {
