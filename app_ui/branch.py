@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import app_roots, diff_html, model_turn
+from app_ui.live_chart import live_chart
 from dllm_viz import figures
 from dllm_viz.branching import Branches, Fork, fork_decode
 from dllm_viz.models import ModelAdapter
@@ -77,9 +78,9 @@ def show_branches(branches: Branches, prefix: str = "") -> None:
              delta_color="inverse", border=True)
     c.metric("Branches part after step", "never" if first is None else first, border=True)
     labels = (branches.original.meta.label, branches.fork.meta.label)
-    st.plotly_chart(figures.branch_divergence_line(branches.divergence(), fork_step=branches.at,
-                                                   nfe=(branches.original.nfe, branches.fork_nfe), labels=labels),
-                    key=f"{prefix}fork_chart", theme=None)
+    live_chart(figures.branch_divergence_line(branches.divergence(), fork_step=branches.at,
+                                              nfe=(branches.original.nfe, branches.fork_nfe), labels=labels),
+               key=f"{prefix}fork_chart")
     left, right = st.columns(2)
     left.markdown(f"**Recorded** · {labels[0]}")
     left.code(figures.output_text(branches.original) or " ", language=None, wrap_lines=True)

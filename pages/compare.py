@@ -25,6 +25,7 @@ from app_ui.common import (
     require_app_frame,
     warn_if_cut_off,
 )
+from app_ui.live_chart import live_chart
 from app_ui.sweep import run_sweep, sweep_rows
 from app_ui.widgets import gen_length_input, policy_form
 from dllm_viz import figures
@@ -105,8 +106,8 @@ def show_one(results: list) -> None:
             warn_if_cut_off(trace)
             st.html(diff_html(dense.meta.answer_text, trace.meta.answer_text))
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
-            st.plotly_chart(figures.share_step_axis(heatmap, longest) if align else heatmap,
-                            key=f"cmp_heat_{trace.meta.label}", theme=None)
+            live_chart(figures.share_step_axis(heatmap, longest) if align else heatmap,
+                       key=f"cmp_heat_{trace.meta.label}")
     st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}")
     warn_if_cut_off(dense, "dense")
     st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
@@ -116,8 +117,10 @@ def show_one(results: list) -> None:
     axis: Literal["step", "progress"] = st.radio("Step axis", ["step", "progress"], horizontal=True, key="cmp_axis",
                     help="step: raw forward passes; progress: every run resampled onto 0..1")
     a, b = st.columns([3, 2])
-    a.plotly_chart(figures.step_series_lines(results, series=series, x=axis), key="cmp_series_chart", theme=None)
-    b.plotly_chart(figures.nfe_bar(results), key="cmp_nfe_bar", theme=None)
+    with a:
+        live_chart(figures.step_series_lines(results, series=series, x=axis), key="cmp_series_chart")
+    with b:
+        live_chart(figures.nfe_bar(results), key="cmp_nfe_bar")
 
 
 if mode == "one prompt":
@@ -148,6 +151,6 @@ else:
         if (cut := cut_off_warning(summary)) is not None:
             st.warning(cut)
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
-        st.plotly_chart(figures.nfe_accuracy_scatter(records), key="cmp_scatter", theme=None)
+        live_chart(figures.nfe_accuracy_scatter(records), key="cmp_scatter")
         with st.expander("Every completion"):
             st.dataframe(rows)

@@ -15,6 +15,7 @@ from collections import Counter
 import streamlit as st
 
 from app_ui.common import DEFAULT_PROMPT, current_model, diff_html, model_turn, require_app_frame, sample_prompts
+from app_ui.live_chart import live_chart
 from dllm_viz import figures
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
@@ -123,11 +124,11 @@ if chapter.startswith("1"):
 elif chapter.startswith("2"):
     if (trace := first_steps(1)) is not None:
         st.html(figures.token_strip_html(trace, 0))
-        st.plotly_chart(figures.confidence_heatmap(trace), key="learn_conf", theme=None)
+        live_chart(figures.confidence_heatmap(trace), key="learn_conf")
     try_it("press Step", rule="threshold")
 elif chapter.startswith("3"):
     if (trace := example(Pipeline.from_names("fixed_steps", steps=GEN // 2, block_length=GEN))) is not None:
-        st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order", theme=None)
+        live_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order")
         if (position := figures.most_revised_position(trace)) is not None:
             story = " → ".join(f"step {step}: `{text.replace('`', chr(39)) or ' '}`"
                                for step, text in figures.candidate_history(trace, position))
@@ -139,7 +140,7 @@ elif chapter.startswith("4"):
     pipe = Pipeline.dense(block)
     if (trace := example(pipe)) is not None:
         st.caption("One row per block: the colour is the step at which each position was committed.")
-        st.plotly_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks", theme=None)
+        live_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks")
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
 elif chapter.startswith("5"):
     tau = float(st.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
@@ -150,7 +151,7 @@ elif chapter.startswith("5"):
         a.metric("NFE, one token per step", dense.nfe, border=True)
         b.metric(f"NFE, threshold τ = {tau:g}", fast.nfe, delta=f"{fast.nfe - dense.nfe}", delta_color="inverse",
                  border=True)
-        st.plotly_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe", theme=None)
+        live_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe")
         left, right = st.columns(2)  # what the speed costs: the outputs, the words that changed marked
         left.markdown("**Output, one token per step**")
         left.code(figures.output_text(dense) or " ", language=None, wrap_lines=True)

@@ -170,7 +170,7 @@ def sweep() -> None:
     if (rows := sweep_rows("tune_rows")) is not None:
         summary = summarize_bench(rows)
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
-        st.plotly_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter", theme=None)
+        live_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter")
         st.dataframe(summary, key="tune_summary")
         if (cut := cut_off_warning(summary)) is not None:
             st.warning(cut)

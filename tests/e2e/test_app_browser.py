@@ -147,6 +147,7 @@ def test_compare_two_policies_against_dense(page: Any, app_url: str) -> None:
         has=page.get_by_test_id("stMetricLabel").get_by_text("NFE", exact=True)).get_by_test_id("stMetricValue")
     expect(values).to_have_count(2)
     assert values.nth(1).inner_text() == "16"
+    page.locator(".st-key-cmp_series_chart").scroll_into_view_if_needed()  # a live chart draws once in sight
     expect(page.locator(".st-key-cmp_series_chart .js-plotly-plot")).to_have_count(1)
     snap(page, "compare")
 
