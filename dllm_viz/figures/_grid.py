@@ -100,15 +100,19 @@ def grid_heatmap(grid: StepGrid, z: np.ndarray, **options: Any) -> go.Heatmap:
                       dy=float(grid.row_factor), zsmooth=False, **options)
 
 
-MAX_POSITION_TICKS = 16
+MAX_POSITION_TICKS = 8  # a half-width heatmap on a 1280-px laptop has ~210 px for its columns
+NICE_TICK_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, 64, 100, 128, 200, 256, 500, 512, 1000, 1024)
 
 
 def position_ticks(labels: list[str]) -> dict[str, Any]:
     """Every k-th column labelled by its position only, upright, so labels never overlap.
 
-    The full `index:token` label stays the category, so hover still shows the token.
+    k is the first round step (NICE_TICK_STEPS) giving at most MAX_POSITION_TICKS labels: 0, 16,
+    32, ... on a 128-position canvas (16 labels piled up on a laptop-width heatmap). The full
+    `index:token` label stays the category, so hover still shows the token.
     """
-    step = max(1, -(-len(labels) // MAX_POSITION_TICKS))
+    need = -(-len(labels) // MAX_POSITION_TICKS)
+    step = next((k for k in NICE_TICK_STEPS if k >= need), max(need, 1))
     shown = labels[::step]
     return {"tickmode": "array", "tickvals": shown, "ticktext": [label.split(":", 1)[0] for label in shown],
             "tickangle": 0}
