@@ -12,6 +12,7 @@ from dllm_viz.cli.options import (
     add_results_options,
     add_scoring_options,
     check_options_apply,
+    check_resume,
     check_scoring,
     decode_config,
     policy_fields,
@@ -71,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
-    if args.resume and args.out is None:
-        raise ValueError("--resume continues an --out file; pass --out PATH as well")
+    check_resume(args)
     sweep = parse_sweep(args.sweep) if args.sweep else None
     if args.plot is not None and args.plot.suffix != ".html":
         raise ValueError(f"`--plot` writes an .html chart, got {str(args.plot)!r}; name it e.g. frontier.html")

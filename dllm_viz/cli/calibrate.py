@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
+    add_results_options,
     add_scoring_options,
     check_options_apply,
+    check_resume,
     check_scoring,
     decode_config,
     passed_options,
@@ -61,12 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="write the grid, per-point results, the chosen point, the check and the settings to "
                              "this .json file (never replaces an existing file)")
-    parser.add_argument("--rows", type=Path, default=None,
-                        help="append every measured row to this file (.csv, else jsonl) with its slice, as it is "
-                             "measured, so an interrupted calibration can continue with --resume")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the --rows file of an interrupted run with the same settings: its rows "
-                             "are not measured again")
+    add_results_options(parser, record="every measured row with its slice (.csv, else jsonl)", unit="rows",
+                        flag="--rows")
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser, components=False)
@@ -84,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"`{flag}` must be >= 1, got {value}")
     check_tolerance(args.tolerance)
     _check_out(args.out)
-    if args.resume and args.rows is None:
-        raise ValueError("--resume continues a --rows file; pass --rows PATH as well")
+    check_resume(args, "--rows")
     grid = parse_grid(args.grid)
     both = sorted(set(grid.knobs) & set(passed_options(args)))
     if both:

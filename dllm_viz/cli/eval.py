@@ -14,6 +14,7 @@ from dllm_viz.cli.options import (
     add_model_options,
     add_results_options,
     add_scoring_options,
+    check_resume,
     check_scoring,
     decode_config,
     pipeline,
@@ -58,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.n is not None and args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
-    if args.resume and args.out is None:
-        raise ValueError("--resume continues an --out file; pass --out PATH as well")
+    check_resume(args)
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)
     wanted = None if args.n is None else args.skip + args.n

@@ -37,18 +37,25 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="allow model families dllm_viz does not support natively, through their own code")
 
 
-def add_results_options(parser: argparse.ArgumentParser, *, record: str, unit: str) -> None:
-    """`--out` / `--resume` of the commands that write results as they finish (eval, bench).
+def add_results_options(parser: argparse.ArgumentParser, *, record: str, unit: str, flag: str = "--out") -> None:
+    """`flag` / `--resume` of the commands that write results as they finish (eval, bench, calibrate).
 
     Args:
         record: what one written record is, e.g. "one JSON line per problem".
         unit: what --resume skips, e.g. "problems".
+        flag: the file's option (calibrate's --out is its report, its rows go to --rows).
     """
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument(flag, type=Path, default=None,
                         help=f"write {record} here, each as soon as it is finished (never replaces an existing file)")
     parser.add_argument("--resume", action="store_true",
-                        help=f"continue an interrupted --out file: skip the {unit} it already holds (same settings "
+                        help=f"continue an interrupted {flag} file: skip the {unit} it already holds (same settings "
                              "required)")
+
+
+def check_resume(args: argparse.Namespace, flag: str = "--out") -> None:
+    """Refuse --resume without the results file it continues."""
+    if args.resume and getattr(args, flag.removeprefix("--").replace("-", "_")) is None:
+        raise ValueError(f"--resume continues the {flag} file of an interrupted run; pass {flag} PATH as well")
 
 
 def add_scoring_options(parser: argparse.ArgumentParser) -> None:
