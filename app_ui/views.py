@@ -115,7 +115,6 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     with summary_box:
         live_chart(cached_figure(f"{prefix}summary", version, lambda: figures.step_summary_strip(trace)),
                    key=f"{prefix}summary", playhead=step)
-    labels = [html.unescape(label) for label in figures.position_labels(trace)]
     if all(name in trace.extras for name in figures.VOLATILITY_NEEDS):
         live_chart(figures.volatility_profile(trace, step), key=f"{prefix}profile")
     choice = st.segmented_control("More views", list(views), default=list(views)[-1], key=f"{prefix}view",
@@ -123,6 +122,7 @@ def trace_view(trace: Trace, version: int, *, prefix: str = "", baseline: Trace 
     if choice is not None:
         build, name = views[choice], f"{prefix}view:{choice}"
         if choice == KALMAN_VIEW:  # the user picks the positions: here, or by clicking a heatmap column
+            labels = [html.unescape(label) for label in figures.position_labels(trace)]
             picked = st.multiselect("Positions to show", list(range(trace.gen_length)), key=f"{prefix}kalman_pos",
                                     max_selections=MAX_PANELS, format_func=lambda p: labels[p],
                                     placeholder="click heatmap columns, or default: CE's early commits, "
