@@ -294,6 +294,38 @@ def test_batch_source_builds_the_stream_in_any_order_and_names_bad_workers(
         BatchSource(data, tokenizer, tmp_path / "tok", seed=1, workers=-1)
 
 
+def test_bf16_training_learns_and_keeps_fp32_weights(tmp_path: Path) -> None:
+    """bf16 autocast changes only the arithmetic of the training forward/backward: the weights,
+    the optimizer state and the exported model stay fp32, and the steps still lower the loss on
+    a fixed batch (the same steps in fp32 as the reference)."""
+    config = replace(TINY, adaptive_threads=False, num_threads=1, minutes=1e9, max_steps=6, eval_every=6)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        lines: list[str] = []
+        train(tmp_path / precision, replace(config, precision=precision), export_dir=tmp_path / f"x{precision}",
+              progress=lines.append)
+        saved = torch.load(tmp_path / precision / CHECKPOINT_NAME, weights_only=False)
+        assert all(t.dtype == torch.float32 for t in saved["model"].values())
+        assert saved["config"]["precision"] == precision
+        assert any(line.startswith("model ") and precision in line for line in lines)
+        results[precision] = saved["model"]
+    # the two runs took the same steps on the same batches: close, but not the same arithmetic
+    diffs = [(results["fp32"][k] - results["bf16"][k]).abs().max().item() for k in results["fp32"]]
+    assert 0 < max(diffs) < 0.05
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "xbf16").dtype == torch.float32
+    with pytest.raises(ValueError, match="precision"):
+        replace(TINY, precision="fp16")  # type: ignore[arg-type]
+
+
+def test_cli_precision_option_reaches_the_config() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.config_from_args(parser.parse_args(["train-tiny", "--precision", "bf16"])).precision == "bf16"
+    assert cli.config_from_args(parser.parse_args(["train-tiny"])).precision == "fp32"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train-tiny", "--precision", "fp8"])
+
+
 def test_resume_without_checkpoint_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="without --resume"):
         train(tmp_path, TINY, resume=True, export_dir=None)

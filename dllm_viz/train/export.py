@@ -151,13 +151,14 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
         f"{m.num_heads} heads, ffn {m.intermediate_size}",
         "objective": f"masked diffusion SFT, loss weighting {config.loss_weighting!r}, "
         f"focus masking on {d.focus_fraction:g} of rows",
-        "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}"
+        "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}, hard fraction {d.hard_fraction}"
         + (f"; 1 step in {d.drill_every}: {d.drill_batch_size} drills of 1-{d.drill_max_ops} operations"
            if d.drill_every else ""),
         "canvas lengths": f"{d.canvas_lengths} weights {d.canvas_weights}",
         "curriculum (step, max ops)": str(d.curriculum),
         "optimizer": f"AdamW lr {config.lr}, wd {config.weight_decay}, "
         f"warmup {config.warmup_steps}, cosine over the time budget",
+        "precision": "bf16 autocast (fp32 weights)" if config.precision == "bf16" else "fp32",
     }
     return model_card(
         {

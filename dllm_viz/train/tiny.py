@@ -204,8 +204,10 @@ def _train_step(run: _Run, lr: float) -> tuple[float, int]:
     for group in run.opt.param_groups:
         group["lr"] = lr
     batch = run.batches.batch(run.state.step).to(run.config.device)
-    logits = bidirectional_logits(run.forward, batch.input_ids)
-    loss = masked_loss(logits, batch, run.config.loss_weighting)
+    device_type = torch.device(run.config.device).type
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=run.config.precision == "bf16"):
+        logits = bidirectional_logits(run.forward, batch.input_ids)
+    loss = masked_loss(logits.float(), batch, run.config.loss_weighting)
     run.opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.grad_clip)
@@ -257,7 +259,7 @@ def _run_session(run: _Run, progress: Progress) -> dict[str, Any]:
     num_params = sum(p.numel() for p in run.model.parameters())
     progress(
         f"model {num_params / 1e6:.2f}M params, start step {state.step}, "
-        f"budget {config.minutes:.1f} min, loss weighting {config.loss_weighting}"
+        f"budget {config.minutes:.1f} min, loss weighting {config.loss_weighting}, {config.precision}"
     )
     label = device_label(config.device, config.num_threads)  # recorded for the model card
     if not state.trained_on or state.trained_on[-1] != label:
