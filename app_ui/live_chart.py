@@ -7,8 +7,9 @@ in-page component (Streamlit's components v2: no iframe) keeps one chart per key
 `Plotly.react` with the new figure (one diffed draw); a playhead-only change is a
 `Plotly.relayout` of one shape; a chart scrolled out of sight draws when it comes back into
 view; a click on a cell is reported back (heatmaps report clicks, not selections). One
-plotly.js serves every chart of the page (app_ui.static_component serves the file).
-Without it the chart falls back to st.plotly_chart, so nothing is lost.
+plotly.js serves every chart of the page (app_ui.static_component serves the file: plotly's
+cartesian bundle). Without it, or for a figure with a trace type that bundle does not draw, the
+chart falls back to st.plotly_chart, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-from app_ui.static_component import asset_url, page_script
+from app_ui.static_component import asset_url, bundle_trace_types, page_script
 
 DEFAULT_HEIGHT = 450
 PLAYHEAD_COLOR = "#D55E00"
@@ -77,7 +78,7 @@ def live_chart(fig: go.Figure, *, key: str, playhead: int | None = None, clickab
     `clickable` reports clicks (each click once: a trigger, gone on the next run).
     """
     src = asset_url("plotly.min.js")
-    if src is None:
+    if src is None or not {trace.type for trace in fig.data} <= bundle_trace_types():
         st.plotly_chart(fig if playhead is None else with_playhead(fig, playhead), key=key, theme=None)
         return None
     spec = pio.to_json(fig, validate=False)

@@ -2,15 +2,24 @@
 
 The live chart needs plotly.js in the page. Streamlit serves a (v1) component's folder at
 `<base>/component/<name>/`, and only files under it, so the folder is a cache holding copies
-of the files (the plotly.js the plotly package ships), named by their contents: a new plotly
-is a new folder. Without a writable folder or the file, `asset_url` says None and the callers
-fall back to plain Streamlit elements, so nothing is lost.
+of the files, named by their contents: a new plotly is a new folder. Without a writable folder
+or the file, `asset_url` says None and the callers fall back to plain Streamlit elements, so
+nothing is lost.
+
+The plotly.js served is plotly's own *cartesian* bundle (npm `plotly.js-cartesian-dist-min`,
+MIT, licence in static/PLOTLY_LICENSE), of the same plotly.js version as the full bundle the
+plotly package ships: 1.5 MB instead of 4.6 MB, and on this project's 2-core machine it loads
+and runs in 0.45-0.7 s where the full one took 1.3-1.6 s, which was most of a cold Run's wait
+for its first heatmap (BENCHMARKS.md, issue #23). It draws the trace types our figures use
+(scatter, bar, heatmap, and a few more); `bundle_trace_types` reads which from the file, and a
+figure with any other type is drawn by st.plotly_chart instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from functools import cache
@@ -22,8 +31,26 @@ import streamlit.components.v1 as components
 
 STATIC = Path(__file__).resolve().parent / "static"
 CACHE_ENV = "DLLM_VIZ_CACHE_DIR"
-PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+PLOTLY_JS = STATIC / "plotly-cartesian.min.js"
+# The full bundle the plotly package ships: the vendored one must be the same plotly.js version.
+PACKAGE_PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 ASSETS = {"plotly.min.js": PLOTLY_JS}
+_TRACE_MODULE = re.compile(r'moduleType:"trace",name:"([a-z0-9]+)"')
+_VERSION = re.compile(r"plotly\.js(?: \([a-z -]+\))? v(\d+\.\d+\.\d+)")
+
+
+def plotly_js_version(path: Path) -> str | None:
+    """The plotly.js version a bundle's header names (`* plotly.js (cartesian - minified) v4.1.1`)."""
+    with path.open(encoding="utf-8") as handle:
+        match = _VERSION.search(handle.read(400))
+    return match.group(1) if match else None
+
+
+@cache
+def bundle_trace_types() -> frozenset[str]:
+    """The trace types the served plotly.js registers (its trace modules); empty if it is missing."""
+    path = ASSETS["plotly.min.js"]
+    return frozenset(_TRACE_MODULE.findall(path.read_text(encoding="utf-8"))) if path.is_file() else frozenset()
 
 
 def _folder(assets: dict[str, Path]) -> Path | None:

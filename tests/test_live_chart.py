@@ -70,6 +70,40 @@ def test_the_assets_folder_holds_a_copy_of_plotly_js_and_falls_back_when_unwrita
     assert f"dllm_viz-{os.getuid()}" in str(fallback)
 
 
+def test_the_served_plotly_js_is_the_packages_version_and_draws_every_trace_type_our_figures_use() -> None:
+    """The vendored cartesian bundle must match the plotly.js the plotly package targets, and every
+    trace class dllm_viz.figures constructs must be one it registers (else those charts would
+    quietly fall back to st.plotly_chart)."""
+    import re
+
+    import plotly.graph_objects as go
+
+    version = static_component.plotly_js_version(static_component.PLOTLY_JS)
+    assert version is not None and version == static_component.plotly_js_version(static_component.PACKAGE_PLOTLY_JS)
+    source = "\n".join(path.read_text() for path in Path(figures.__file__).parent.glob("*.py"))
+    used = {getattr(go, name)().type for name in re.findall(r"go\.([A-Z][A-Za-z]+)\(", source)
+            if name not in ("Figure", "Frame", "Layout")}
+    assert {"heatmap", "scatter", "bar"} <= used <= static_component.bundle_trace_types()
+    assert static_component.PLOTLY_JS.stat().st_size < 2_000_000  # the point of the cartesian bundle
+
+
+def _sunburst_script() -> None:
+    import plotly.graph_objects as go
+
+    from app_ui.live_chart import live_chart
+
+    live_chart(go.Figure(go.Sunburst(labels=["a", "b"], parents=["", "a"])), key="sun")
+
+
+@pytest.mark.usefixtures("keep_main")
+def test_a_trace_type_the_bundle_lacks_is_drawn_by_st_plotly_chart() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    assert "sunburst" not in static_component.bundle_trace_types()
+    at = AppTest.from_function(_sunburst_script).run()
+    assert not at.exception and len(at.get("plotly_chart")) == 1 and not at.get("bidi_component")
+
+
 def test_without_plotly_js_no_asset_is_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(static_component, "ASSETS", {"plotly.min.js": tmp_path / "missing.js"})
     static_component._served.cache_clear()
