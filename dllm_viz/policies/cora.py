@@ -18,7 +18,7 @@ import numpy as np
 from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.extras import PERSISTENCE
 from dllm_viz.policies.knobs import check_knobs, knob
-from dllm_viz.policies.schedule import quota, validate_steps
+from dllm_viz.policies.schedule import EvenBlockSteps, quota, steps_knob
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class CoraState:
 
 
 @dataclass(frozen=True)
-class CoraPolicy(CommitRule):
+class CoraPolicy(EvenBlockSteps, CommitRule):
     """Accept persistent, confident positions early; fill the rest of LLaDA's quota by confidence.
 
     Rule: m_i counts consecutive passes (reset at each window start) in which position i's
@@ -45,16 +45,10 @@ class CoraPolicy(CommitRule):
     name: ClassVar[str] = "cora"
     delta_p: float = knob(0.97, "CORA confidence bar delta_p", within="(0, 1]")
     m: int = knob(2, "CORA persistence passes required", within=">= 0")
-    steps: int | None = knob(
-        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
-    )
+    steps: int | None = steps_knob()
 
     def __post_init__(self) -> None:
         check_knobs(self)
-
-    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
-        """LLaDA's schedule requires the steps to split evenly over equal blocks."""
-        validate_steps(self.steps, gen_length, block_length)
 
     def init_state(self, gen_length: int) -> CoraState:
         return CoraState(previous=np.full(gen_length, -1, dtype=np.int64),

@@ -21,7 +21,7 @@ import numpy as np
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
 from dllm_viz.policies.knobs import check_knobs, knob
-from dllm_viz.policies.schedule import steps_for_window
+from dllm_viz.policies.schedule import steps_for_window, steps_knob
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,7 @@ class DreamPolicy(CommitRule):
     alg: Literal["origin", "maskgit_plus", "topk_margin", "entropy"] = knob(
         "entropy", "Dream sampler: origin, maskgit_plus, topk_margin or entropy"
     )
-    steps: int | None = knob(
-        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
-    )
+    steps: int | None = steps_knob()
     eps: float = knob(1e-3, "Dream: final time of the schedule", within="(0, 1)")
     alg_temp: float | None = knob(
         None, "Dream: sample positions from softmax(score/alg_temp); None = top-k", within=">= 0"

@@ -14,13 +14,13 @@ from typing import Any, ClassVar, Literal
 
 from dllm_viz.policies.base import CommitRule, Decision, StepView, top_k_mask
 from dllm_viz.policies.knobs import check_knobs, knob
-from dllm_viz.policies.schedule import quota, steps_for_window, transfer_schedule, validate_steps
+from dllm_viz.policies.schedule import EvenBlockSteps, quota, steps_for_window, steps_knob, transfer_schedule
 
 __all__ = ["FixedStepsPolicy", "transfer_schedule"]
 
 
 @dataclass(frozen=True)
-class FixedStepsPolicy(CommitRule):
+class FixedStepsPolicy(EvenBlockSteps, CommitRule):
     """Commit a scheduled number of positions per step, by confidence or at random.
 
     Rule: a window with M masked positions gets S_b = steps * len(window) / gen_length steps;
@@ -31,9 +31,7 @@ class FixedStepsPolicy(CommitRule):
     """
 
     name: ClassVar[str] = "fixed_steps"
-    steps: int | None = knob(
-        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
-    )
+    steps: int | None = steps_knob()
     remasking: Literal["low_confidence", "random"] = knob(
         "low_confidence", "which positions a step commits: low_confidence or random"
     )
@@ -44,10 +42,6 @@ class FixedStepsPolicy(CommitRule):
     def steps_for_window(self, window_len: int, gen_length: int) -> int:
         """S_b: this window's share of the total steps (exactly S/K for equal blocks)."""
         return steps_for_window(self.steps, window_len, gen_length)
-
-    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
-        """LLaDA requires the steps to split evenly over equal blocks."""
-        validate_steps(self.steps, gen_length, block_length)
 
     def init_state(self, gen_length: int) -> None:
         return None

@@ -29,11 +29,11 @@ from dllm_viz.policies.controller_weights import (
 )
 from dllm_viz.policies.extras import FILTER_PROB
 from dllm_viz.policies.knobs import check_knobs, knob
-from dllm_viz.policies.schedule import quota, validate_steps
+from dllm_viz.policies.schedule import EvenBlockSteps, quota, steps_knob
 
 
 @dataclass(frozen=True)
-class Learn2PdPolicy(CommitRule):
+class Learn2PdPolicy(EvenBlockSteps, CommitRule):
     """Commit filter-accepted positions plus LLaDA's scheduled quota.
 
     Unlike `threshold`, acceptance is learned from the whole window's confidence profile.
@@ -42,16 +42,10 @@ class Learn2PdPolicy(CommitRule):
     name: ClassVar[str] = "learn2pd"
     filter_weights: str = knob(BUNDLED, "Learn2PD filter weights (.safetensors); 'bundled'")
     tau_acc: float = knob(0.96, "Learn2PD: filter probability needed to accept", within="(0, 1)")
-    steps: int | None = knob(
-        None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1"
-    )
+    steps: int | None = steps_knob()
 
     def __post_init__(self) -> None:
         check_knobs(self)
-
-    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
-        """LLaDA's schedule requires the steps to split evenly over equal blocks."""
-        validate_steps(self.steps, gen_length, block_length)
 
     def init_state(self, gen_length: int) -> ControllerWeights:
         """The filter's weights, read once per decode (an error names a missing file before any pass)."""

@@ -6,7 +6,25 @@ commits n[t] positions, with n = transfer_schedule(M, S_b) (docs/ALGORITHMS.md Â
 
 from __future__ import annotations
 
+from typing import Any
+
 from dllm_viz.policies.base import StepView
+from dllm_viz.policies.knobs import knob
+
+
+def steps_knob() -> Any:
+    """The `steps` knob of every rule on a step budget (fixed_steps, CORA, Learn2PD, Dream): declared here once."""
+    return knob(None, "total steps over gen_length; None = gen_length (one token per step)", within=">= 1")
+
+
+class EvenBlockSteps:
+    """For rules on LLaDA's quota: their `steps` must split evenly over equal blocks."""
+
+    steps: int | None
+
+    def validate_blocks(self, gen_length: int, block_length: int | None) -> None:
+        """LLaDA's schedule requires the steps to split evenly over equal blocks."""
+        validate_steps(self.steps, gen_length, block_length)
 
 
 def transfer_schedule(num_masked: int, num_steps: int) -> list[int]:
