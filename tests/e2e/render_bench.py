@@ -5,9 +5,10 @@ Chromium; `--thread-probe` times a bundled-model pass with 1 and 2 torch threads
 times, in this process, the figure builders a Decode Step calls, on a bundled-model decode;
 `python tests/e2e/render_bench.py --app [--threads N]` serves the app on the bundled
 model and times, from the click to the finished rerun as the browser sees it: Run to heatmap
-(threshold, gen 128), a Step beyond its forward pass, each Learn chapter's first visit on a fresh
-server, Compare on one prompt with four policies, and a Tune slider move; for Step and Tune also
-until the last chart the rerun redrew has finished drawing (Plotly draws after the rerun ends). `--threads N` sets
+(threshold, gen 128; also for a new visitor, in a fresh browser context), a Step beyond its
+forward pass, each Learn chapter's first visit on a fresh server, Compare on one prompt with
+four policies, and a Tune slider move; for Step and Tune also until the last chart the rerun
+redrew has finished drawing (Plotly draws after the rerun ends). `--threads N` sets
 DLLM_VIZ_THREADS (default: the app's thread policy). Results go in BENCHMARKS.md with `uptime`.
 """
 
@@ -166,6 +167,20 @@ class Report(dict):  # type: ignore[type-arg]
             print(f"{name}: {value:.2f} s", flush=True)
 
 
+def first_visit_run(browser: Any, url: str) -> float:
+    """Run to heatmap in a new browser context: plotly.js and the app's code not yet in any cache,
+    as for someone opening a shared link; Run is clicked as soon as the page is idle (+0.3 s)."""
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    page.add_init_script(f"({MESSAGES})()")
+    page.set_default_timeout(60_000)
+    try:
+        open_app(page, f"{url}/?gen=128&rule=threshold", "run")
+        return timed(page, click(page, "run"), "heatmap")
+    finally:
+        context.close()
+
+
 def app_timings(url: str, page: Any) -> dict[str, Any]:
     """Every interaction of the brief, on a fresh server at `url`; seconds (lists: repeats)."""
     out: dict[str, Any] = Report()
@@ -181,6 +196,8 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
     runs = [timed(page, click(page, "run"), "heatmap")]
     runs += [timed(page, click(page, "run")) for _ in range(2)]  # the heatmap is there: the rerun's end
     out["run to heatmap, threshold gen 128 (first, then warm)"] = runs
+    out["run to heatmap, a new visitor (fresh browser context, nothing cached)"] = [
+        first_visit_run(page.context.browser, url) for _ in range(3)]
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
     page.locator(".st-key-reset button").first.click()
     page.locator(IDLE).wait_for(state="attached")
