@@ -294,6 +294,18 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def accuracy_by_task(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """Correct / problems per task (rows) and configuration (columns), as "k/n" cells; None when the
+    rows hold one task only. With `--tasks hard` the tasks are its families (hard/chain, hard/breadth,
+    each ParallelBench operation), so depth, breadth and each list operation can be read apart."""
+    if rows.empty or rows["task"].nunique() < 2:
+        return None
+    counts = rows.groupby(["task", "config"], sort=False)["correct"].agg(["sum", "count"])
+    cells = counts["sum"].astype(int).astype(str) + "/" + counts["count"].astype(str)
+    configs = list(rows["config"].drop_duplicates())
+    return cells.unstack("config").reindex(columns=configs).sort_index().fillna("-")
+
+
 def _mean_of(rows: pd.DataFrame, column: str, value: Callable[[pd.Series], pd.Series]) -> pd.Series:
     """Per configuration, the mean of `value(rows[column])` (NaN when the column is absent)."""
     labels = rows["config"].drop_duplicates()

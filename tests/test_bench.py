@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dllm_viz.bench import ROW_COLUMNS, parse_config, run_bench, split_configs, summarize_bench, uncached_label
+from dllm_viz.bench import (
+    ROW_COLUMNS,
+    accuracy_by_task,
+    parse_config,
+    run_bench,
+    split_configs,
+    summarize_bench,
+    uncached_label,
+)
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.policies import AdaBlock, CoraPolicy, FixedStepsPolicy, KalmanExtrapolation, ThresholdPolicy
@@ -117,6 +125,22 @@ def test_summary_splits_policy_and_engine_time() -> None:
     assert summary.loc["tspd", "overhead"] == pytest.approx(0.5)
     assert summary.loc["tspd", "engine_overhead"] == pytest.approx(0.5)
     assert summary.loc["tspd", "wall_speedup"] == pytest.approx(3.0)
+
+
+def test_accuracy_by_task_counts_each_family_per_configuration() -> None:
+    rows = pd.DataFrame([
+        {"config": "dense", "task": "hard/chain", "correct": True},
+        {"config": "dense", "task": "hard/chain", "correct": False},
+        {"config": "dense", "task": "parallelbench/copy", "correct": True},
+        {"config": "threshold", "task": "hard/chain", "correct": False},
+        {"config": "threshold", "task": "hard/chain", "correct": False},
+        {"config": "threshold", "task": "parallelbench/copy", "correct": True},
+    ])
+    table = accuracy_by_task(rows)
+    assert table is not None and list(table.columns) == ["dense", "threshold"]
+    assert table.loc["hard/chain", "dense"] == "1/2" and table.loc["hard/chain", "threshold"] == "0/2"
+    assert table.loc["parallelbench/copy"].tolist() == ["1/1", "1/1"]
+    assert accuracy_by_task(rows[rows["task"] == "hard/chain"]) is None  # one task: the summary says it all
 
 
 def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
     import pandas as pd
 
-    from dllm_viz.bench import ROW_COLUMNS, run_bench, summarize_bench, summarize_sweep
+    from dllm_viz.bench import ROW_COLUMNS, accuracy_by_task, run_bench, summarize_bench, summarize_sweep
     from dllm_viz.models import load
     from dllm_viz.sweep import parse_sweep
 
@@ -112,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    if (by_task := accuracy_by_task(rows)) is not None:
+        print("correct per task:")
+        print(by_task.to_string())
     if sweep is not None:
         table, area, positions = summarize_sweep(summary, sweep)
         print(f"sweep {sweep.spec}: frontier of {sweep.knob}")
