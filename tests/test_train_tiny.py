@@ -158,6 +158,36 @@ def test_every_third_batch_is_a_wide_batch_of_short_drills(tokenizer: PreTrained
         assert final == "#### " + last_line.split(" = ")[1], text
 
 
+def test_list_drill_steps_are_batches_of_parallelbench_problems_between_the_arithmetic_drills() -> None:
+    from dllm_viz.train.data import training_problems
+
+    config = DataConfig(batch_size=8, drill_every=3, list_drill_every=3, list_drill_batch_size=20, hard_fraction=0.3)
+    kinds = ["drill" if config.is_drill_step(s) else "list" if config.is_list_drill_step(s) else "plain"
+             for s in range(6)]
+    assert kinds == ["list", "plain", "drill", "list", "plain", "drill"]  # arithmetic drills keep their steps
+    problems, canvas = training_problems(config, seed=0, step=3)
+    assert len(problems) == 20 and all(p.task.startswith("parallelbench/") for p in problems)
+    assert len({p.task for p in problems}) >= 5 and canvas < min(config.canvas_lengths)  # a short canvas
+    again, _ = training_problems(config, seed=0, step=3)
+    assert [p.problem_id for p in again] == [p.problem_id for p in problems]  # a function of seed and step
+    plain, _ = training_problems(config, seed=0, step=1)
+    assert {p.task for p in plain} & {"arith", "code"}
+    assert not any(DataConfig(list_drill_every=0).is_list_drill_step(s) for s in range(10))
+    with pytest.raises(ValueError, match="list_drill_every"):
+        DataConfig(list_drill_every=-1)
+
+
+def test_list_drill_option_reaches_the_config_and_old_checkpoints_have_none() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train-tiny", "--list-drill-every", "3", "--list-drill-batch-size", "24"])
+    data = cli.config_from_args(args).data
+    assert (data.list_drill_every, data.list_drill_batch_size) == (3, 24)
+    raw = dataclasses.asdict(TINY)
+    del raw["data"]["list_drill_every"]
+    assert config_from_dict(raw).data.list_drill_every == 0
+
+
 def test_checkpoints_from_before_focus_masking_keep_their_recipe() -> None:
     raw = dataclasses.asdict(TINY)
     del raw["data"]["focus_fraction"], raw["data"]["drill_every"], raw["data"]["drill_max_ops"]

@@ -83,6 +83,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--drill-max-ops", type=int, default=d_data.drill_max_ops,
         help="operations per drill, 1..N evaluated left to right (1 = one-operation drills)",
     )  # fmt: skip
+    parser.add_argument(
+        "--list-drill-every", type=int, default=d_data.list_drill_every,
+        help="every Nth step (not an arithmetic drill step) is a batch of ParallelBench problems only "
+        "(0 = never): the list operations need copying from the prompt, which a few rows a batch did not teach",
+    )  # fmt: skip
+    parser.add_argument("--list-drill-batch-size", type=int, default=d_data.list_drill_batch_size)
     parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
     parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
     parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
@@ -120,6 +126,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
         focus_fraction=args.focus_fraction, drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
+        list_drill_every=args.list_drill_every, list_drill_batch_size=args.list_drill_batch_size,
     )  # fmt: skip
     model = ModelConfig(
         hidden_size=args.hidden_size,

@@ -15,7 +15,9 @@ from dllm_viz.tasks.base import Problem, Split, Task, check_count, check_split
 from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
 
 # (task name, weight): depth and breadth arithmetic, then ParallelBench's synthetic tasks.
-HARD_FAMILIES: tuple[tuple[str, float], ...] = (
+Families = tuple[tuple[str, float], ...]
+
+HARD_FAMILIES: Families = (
     ("hard/chain", 0.3),
     ("hard/breadth", 0.2),
     *((f"parallelbench/{op}", 0.04) for op in LIST_OPS),
@@ -23,26 +25,32 @@ HARD_FAMILIES: tuple[tuple[str, float], ...] = (
 )
 
 
-def family_counts(n: int, rng: random.Random) -> dict[str, int]:
+# ParallelBench's synthetic families alone, by the same weights: `train-tiny --list-drill-every`'s batches.
+PARALLELBENCH_FAMILIES: Families = tuple(
+    (name, weight) for name, weight in HARD_FAMILIES if name.startswith("parallelbench/"))
+
+
+def family_counts(n: int, rng: random.Random, families: Families = HARD_FAMILIES) -> dict[str, int]:
     """How many of `n` problems each family gets: by weight, the remainder drawn at random."""
     check_count(n)
-    total = sum(weight for _, weight in HARD_FAMILIES)
-    counts = {name: int(n * weight / total + 1e-9) for name, weight in HARD_FAMILIES}
-    names = [name for name, _ in HARD_FAMILIES]
-    weights = [weight for _, weight in HARD_FAMILIES]
+    total = sum(weight for _, weight in families)
+    counts = {name: int(n * weight / total + 1e-9) for name, weight in families}
+    names = [name for name, _ in families]
+    weights = [weight for _, weight in families]
     for name in rng.choices(names, weights=weights, k=n - sum(counts.values())):
         counts[name] += 1
     return counts
 
 
-def draw_mix(n: int, rng: random.Random, lookup: Callable[[str], Task], *, seed: int, split: Split) -> list[Problem]:
-    """`n` problems of `split` split across the families by `family_counts(n, rng)`, family by family.
+def draw_mix(n: int, rng: random.Random, lookup: Callable[[str], Task], *, seed: int, split: Split,
+             families: Families = HARD_FAMILIES) -> list[Problem]:
+    """`n` problems of `split` split across `families` by `family_counts`, family by family.
 
     Shared by the `hard` task (which then shuffles them) and the training batches (which mix
     them into a batch), so the mix is drawn one way.
     """
     problems: list[Problem] = []
-    for name, count in family_counts(n, rng).items():
+    for name, count in family_counts(n, rng, families).items():
         if count:
             problems += lookup(name).generate(count, seed=seed, split=split)
     return problems

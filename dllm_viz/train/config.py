@@ -43,6 +43,13 @@ class DataConfig:
         drill_max_ops: operations per drill, drawn from 1..drill_max_ops; above 1 the later
             lines compute from a carried result, as lines 2+ of a word problem do (session 3's
             one-operation drills, 1, taught only computing from numbers in the prompt).
+        list_drill_every / list_drill_batch_size: every `list_drill_every`-th step (0 = never)
+            that is not an arithmetic drill step is a batch of `list_drill_batch_size`
+            ParallelBench problems (tasks/hard_split.py `PARALLELBENCH_FAMILIES`) on a short
+            canvas. Why (session 13): in the hard mix a batch of 32 holds ~4 list rows over ten
+            operations, and after ~1,000 steps the model still read names out of the prompt at
+            ~0.3 answer-token accuracy with three quarters of the answer shown: copying from the
+            prompt, which every list operation needs, had not formed.
     """
 
     batch_size: int = 32
@@ -58,6 +65,8 @@ class DataConfig:
     drill_every: int = 2
     drill_batch_size: int = 64
     drill_max_ops: int = 4
+    list_drill_every: int = 0
+    list_drill_batch_size: int = 32
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -76,6 +85,11 @@ class DataConfig:
                 f"need `drill_every` >= 0, `drill_batch_size` >= 1 and `drill_max_ops` >= 1, got "
                 f"{self.drill_every}, {self.drill_batch_size} and {self.drill_max_ops}"
             )
+        if self.list_drill_every < 0 or self.list_drill_batch_size < 1:
+            raise ValueError(
+                f"need `list_drill_every` >= 0 (0 = never) and `list_drill_batch_size` >= 1, got "
+                f"{self.list_drill_every} and {self.list_drill_batch_size}"
+            )
         if len(self.canvas_lengths) != len(self.canvas_weights):
             raise ValueError(
                 f"`canvas_lengths` and `canvas_weights` must have equal length, got "
@@ -87,6 +101,10 @@ class DataConfig:
     def is_drill_step(self, step: int) -> bool:
         """Whether batch `step` is a drill batch."""
         return self.drill_every > 0 and step % self.drill_every == self.drill_every - 1
+
+    def is_list_drill_step(self, step: int) -> bool:
+        """Whether batch `step` is a batch of ParallelBench problems (arithmetic drills take precedence)."""
+        return self.list_drill_every > 0 and step % self.list_drill_every == 0 and not self.is_drill_step(step)
 
     def max_ops_at(self, step: int) -> int:
         """Arithmetic max operations for `step` under the curriculum."""
@@ -198,6 +216,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     data.setdefault("drill_every", 0)
     data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
     data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)
+    data.setdefault("list_drill_every", 0)  # before list drills (session 13)
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])

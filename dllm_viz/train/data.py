@@ -19,7 +19,7 @@ import torch
 
 from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
-from dllm_viz.tasks.hard_split import draw_mix
+from dllm_viz.tasks.hard_split import PARALLELBENCH_FAMILIES, draw_mix
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -191,6 +191,10 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
             **config.arith_limits(),
         )  # fmt: skip
         return drills, DRILL_CANVAS
+    if config.is_list_drill_step(step):
+        lists = draw_mix(config.list_drill_batch_size, rng, TASKS.__getitem__, seed=rng.getrandbits(62),
+                         split="train", families=PARALLELBENCH_FAMILIES)
+        return lists, DRILL_CANVAS
     num_code = sum(rng.random() < config.code_fraction for _ in range(config.batch_size))
     batch_seed = rng.getrandbits(62)
     problems = TASKS["arith"].generate(

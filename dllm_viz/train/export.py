@@ -153,7 +153,9 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
         f"focus masking on {d.focus_fraction:g} of rows",
         "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}, hard fraction {d.hard_fraction}"
         + (f"; 1 step in {d.drill_every}: {d.drill_batch_size} drills of 1-{d.drill_max_ops} operations"
-           if d.drill_every else ""),
+           if d.drill_every else "")
+        + (f"; 1 step in {d.list_drill_every} (not a drill step): {d.list_drill_batch_size} ParallelBench rows"
+           if d.list_drill_every else ""),
         "canvas lengths": f"{d.canvas_lengths} weights {d.canvas_weights}",
         "curriculum (step, max ops)": str(d.curriculum),
         "optimizer": f"AdamW lr {config.lr}, wd {config.weight_decay}, "
