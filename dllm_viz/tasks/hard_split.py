@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dllm_viz.tasks.base import Problem, Split, Task, check_count, check_split
 from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
 
-# (task name, weight): depth and breadth arithmetic, then ParallelBench's synthetic tasks.
-Families = tuple[tuple[str, float], ...]
+Families = tuple[tuple[str, float], ...]  # (task name, weight) pairs
 
+# Depth and breadth arithmetic, then ParallelBench's synthetic tasks.
 HARD_FAMILIES: Families = (
     ("hard/chain", 0.3),
     ("hard/breadth", 0.2),
