@@ -72,8 +72,10 @@ def ready(*, continue_ok: bool) -> Stepper | None:
     return stepper
 
 
-def toggle_play() -> None:
-    st.session_state["playing"] = not st.session_state.get("playing", False)
+def set_playing(playing: bool) -> None:
+    """Play or Pause, as the button showed it when clicked: bound to the label, not a toggle, so a
+    click that Streamlit replays into a second run (a Play tick queued behind it) cannot undo itself."""
+    st.session_state["playing"] = playing
     fold_settings()
 
 
@@ -155,8 +157,8 @@ def panel() -> None:
                    help="decode to the end (continues a stepped decode with the same settings)")
     step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None, on_click=fold_settings,
                           args=("step",), help="one forward pass (→)")
-    cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=toggle_play,
-                   disabled=adapter is None, help="step on a timer (Space)")
+    cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=set_playing,
+                   args=(not playing,), disabled=adapter is None, help="step on a timer (Space)")
     cols[3].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
     cols[4].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
     if page_is_stale(step):
