@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 THEORY_OPS: tuple[str, ...] = ("copy", "replace_index", "shuffle", "replace_random")
 
@@ -47,17 +48,42 @@ def closed_form_accuracy(op: str, n: int, k: int) -> float:
     return {1: 1.0, 2: 0.5}.get(last, 0.0)
 
 
-def main() -> None:
-    """Print the closed-form curve of one operation for k = 1..n."""
+def main(argv: list[str] | None = None) -> int:
+    """Print the closed-form curve of one operation for k = 1..n; with --model, measured beside it."""
     parser = argparse.ArgumentParser(prog="python -m dllm_viz.tasks.parallelbench_theory", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", choices=THEORY_OPS, default="shuffle")
-    parser.add_argument("--n", type=int, default=5, help="list length (items)")
-    args = parser.parse_args()
+    parser.add_argument("--n", type=int, default=5, help="list length (items), 2-15")
+    parser.add_argument("--model", default=None,
+                        help="also measure the curve on this model (dllm_viz/parallelism_curve.py): each "
+                             "problem on a canvas of its answer's length, fixed_steps with ceil(n/k) steps")
+    parser.add_argument("--problems", type=int, default=30, help="held-out problems per k (with --model)")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    if not 2 <= args.n <= 15:
+        parser.error(f"--n must be 2-15 (ParallelBench's list lengths), got {args.n}")
+    if args.problems < 1:
+        parser.error(f"--problems must be >= 1, got {args.problems}")
     print(f"op={args.op} n={args.n}")
-    for k in range(1, args.n + 1):
-        print(f"k={k} accuracy={closed_form_accuracy(args.op, args.n, k):.4f}")
+    if args.model is None:
+        for k in range(1, args.n + 1):
+            print(f"k={k} accuracy={closed_form_accuracy(args.op, args.n, k):.4f}")
+        return 0
+    from dllm_viz.models import ModelLoadError, load
+    from dllm_viz.parallelism_curve import curve_problems, measure_curve
+
+    try:
+        adapter = load(args.model, device=args.device)
+        points = measure_curve(adapter, curve_problems(args.op, args.n, args.problems), args.op, args.n)
+    except (ModelLoadError, ValueError) as exc:
+        print(f"parallelbench_theory: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"model={args.model} problems={args.problems}")
+    for p in points:
+        print(f"k={p.k} steps={p.steps} tokens/step={p.tokens_per_step:.1f} measured={p.accuracy:.4f} "
+              f"closed_form={p.closed_form:.4f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
