@@ -7,14 +7,14 @@ Deliberately free of torch/transformers imports so the CLI's `--help` stays inst
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from dllm_viz.tasks.arith import DEFAULT_MAX_MULTIPLIER, DEFAULT_MAX_OPERAND, DEFAULT_MAX_RESULT
 
 LossWeighting = Literal["none", "inv_t", "inv_t_clipped"]
-LOSS_WEIGHTINGS: tuple[str, ...] = ("none", "inv_t", "inv_t_clipped")
+LOSS_WEIGHTINGS: tuple[str, ...] = get_args(LossWeighting)
 Precision = Literal["fp32", "bf16"]
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 @dataclass(frozen=True, slots=True)
