@@ -107,7 +107,7 @@ def bench_prompts(adapter: ModelAdapter, n: int) -> list[list[int]]:
         raise ValueError(f"`--n` must be a whole number of prompts >= 1, got {n!r}")
     texts = [_PROMPT_TEXTS[i % len(_PROMPT_TEXTS)] + ("" if i < len(_PROMPT_TEXTS) else f" ({i})")
              for i in range(n)]
-    return [list(adapter.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts]
+    return [adapter.encode_text(text) for text in texts]
 
 
 def check_model(adapter: ModelAdapter, block_length: int) -> None:

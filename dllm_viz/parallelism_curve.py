@@ -48,7 +48,7 @@ def curve_problems(op: str, n: int, count: int, *, seed: int = 0) -> list[Proble
 
 def answer_length(adapter: ModelAdapter, problem: Problem) -> int:
     """Tokens of the problem's reference answer under the adapter's tokenizer."""
-    return len(adapter.tokenizer(problem.target, add_special_tokens=False)["input_ids"])
+    return len(adapter.encode_text(problem.target))
 
 
 def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: int) -> list[CurvePoint]:

@@ -20,8 +20,8 @@ class Oracle(ModelAdapter):
 
     def __init__(self, inner: ModelAdapter, problems: list[Problem]) -> None:
         super().__init__(inner.model, inner.tokenizer, inner.info, prompt_template=inner.prompt_template)
-        self.answers = {tuple(inner.encode_prompt(p.prompt)): inner.tokenizer(p.target, add_special_tokens=False)
-                        ["input_ids"] + [inner.info.eos_token_id] for p in problems}
+        self.answers = {tuple(inner.encode_prompt(p.prompt)): [*inner.encode_text(p.target), inner.info.eos_token_id]
+                        for p in problems}
 
     def logits(self, tokens: torch.Tensor, *, last: int | None = None, valid: int | None = None) -> torch.Tensor:
         ids = tokens.tolist()

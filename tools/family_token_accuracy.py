@@ -38,7 +38,7 @@ def main() -> None:
             right = total = 0
             for problem in problems:
                 prompt = adapter.encode_prompt(problem.prompt)
-                answer = adapter.tokenizer(problem.target, add_special_tokens=False)["input_ids"] + [eos]
+                answer = [*adapter.encode_text(problem.target), eos]
                 ids = torch.tensor(prompt + answer)
                 hidden = rng.sample(range(len(prompt), len(ids)), max(1, round(ratio * len(answer))))
                 masked = ids.clone()

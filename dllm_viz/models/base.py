@@ -200,10 +200,12 @@ class ModelAdapter:
             raise ValueError(f"the prompt must be a string, got {type(text).__name__} {text!r:.40}")
         if not text or not text.strip():
             raise ValueError("the prompt is empty; type a question or pick a sample prompt")
-        formatted = self.format_prompt(text, chat=chat)
         # Chat templates already insert BOS; never add special tokens twice.
-        ids = self.tokenizer(formatted, add_special_tokens=False)["input_ids"]
-        return [int(i) for i in ids]
+        return self.encode_text(self.format_prompt(text, chat=chat))
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of `text` as it stands: no template, no special tokens (e.g. a reference answer)."""
+        return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         """Text of token ids; the mask and EOS/EoT tokens are dropped by default."""
