@@ -53,17 +53,14 @@ def answer_length(adapter: ModelAdapter, problem: Problem) -> int:
 
 def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: int) -> list[CurvePoint]:
     """The measured and closed-form accuracy for k = 1..n items a step on `problems` (n names each)."""
+    canvases = [answer_length(adapter, problem) + 1 for problem in problems]
     points = []
     for k in range(1, n + 1):
         steps = math.ceil(n / k)
-        correct, tokens = 0, 0
-        for problem in problems:
-            canvas = answer_length(adapter, problem) + 1
-            pipeline = Pipeline(FixedStepsPolicy(steps=steps), FixedBlocks(canvas))
-            result, _ = run_problem(adapter, problem, pipeline, DecodeConfig(gen_length=canvas))
-            correct += result.correct
-            tokens += canvas
+        correct = sum(run_problem(adapter, problem, Pipeline(FixedStepsPolicy(steps=steps), FixedBlocks(canvas)),
+                                  DecodeConfig(gen_length=canvas))[0].correct
+                      for problem, canvas in zip(problems, canvases, strict=True))
         points.append(CurvePoint(k=k, steps=steps, accuracy=correct / len(problems),
                                  closed_form=closed_form_accuracy(op, n, k),
-                                 tokens_per_step=tokens / (steps * len(problems)), problems=len(problems)))
+                                 tokens_per_step=sum(canvases) / (steps * len(problems)), problems=len(problems)))
     return points
