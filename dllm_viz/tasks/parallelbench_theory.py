@@ -22,6 +22,8 @@ import argparse
 import math
 import sys
 
+from dllm_viz.tasks.parallelbench import LENGTH_CAP
+
 THEORY_OPS: tuple[str, ...] = ("copy", "replace_index", "shuffle", "replace_random")
 
 
@@ -53,15 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dllm_viz.tasks.parallelbench_theory", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", choices=THEORY_OPS, default="shuffle")
-    parser.add_argument("--n", type=int, default=5, help="list length (items), 2-15")
+    parser.add_argument("--n", type=int, default=5, help=f"list length (items), 2-{LENGTH_CAP}")
     parser.add_argument("--model", default=None,
                         help="also measure the curve on this model (dllm_viz/parallelism_curve.py): each "
                              "problem on a canvas of its answer's length, fixed_steps with ceil(n/k) steps")
     parser.add_argument("--problems", type=int, default=30, help="held-out problems per k (with --model)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
-    if not 2 <= args.n <= 15:
-        parser.error(f"--n must be 2-15 (ParallelBench's list lengths), got {args.n}")
+    if not 2 <= args.n <= LENGTH_CAP:
+        parser.error(f"--n must be 2-{LENGTH_CAP} (ParallelBench's list lengths), got {args.n}")
     if args.problems < 1:
         parser.error(f"--problems must be >= 1, got {args.problems}")
     print(f"op={args.op} n={args.n}")
