@@ -112,10 +112,7 @@ def model_card(summary: Mapping[str, Any]) -> str:
     if summary.get("hard_fraction", 0.0) > 0:
         hard = (f"- `hard` ({summary['hard_fraction']:g} of the word-problem rows): depth chains of 5-12 worked lines, "
                 "breadth (independent groups in either order), ParallelBench's ten list operations and 4x4 puzzles "
-                "(docs/TESTBED.md)")
-        if summary.get("list_drill_every"):
-            hard += f"; 1 step in {summary['list_drill_every']} a batch of ParallelBench problems alone"
-        hard += ".\n"
+                "(docs/TESTBED.md); list drills, if any, are in the recipe's batch row.\n")
     return f"""# dllm_viz tiny model
 
 A {summary["num_params"] / 1e6:.2f}M-parameter Llama-architecture masked diffusion LM (bidirectional
@@ -183,6 +180,5 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
             "recipe": recipe,
             "history": state.history,
             "hard_fraction": d.hard_fraction,
-            "list_drill_every": d.list_drill_every,
         }
     )
