@@ -67,13 +67,14 @@ def app_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @contextmanager
-def serve_app(env: dict[str, str], log_name: str = "streamlit.log") -> Iterator[str]:
-    """A fresh `streamlit run app.py` on a free local port; yields its URL, stops it after."""
+def serve_app(env: dict[str, str], log_name: str = "streamlit.log", script: str = "app.py") -> Iterator[str]:
+    """A fresh `streamlit run <script>` (app.py) on a free local port, run from the repository root
+    (its .streamlit/config.toml applies); yields its URL, stops it after."""
     port = _free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = (ARTIFACTS / log_name).open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "e2e")]
 
-from conftest import CHROMIUM_ARGS, _free_port  # noqa: E402
+from conftest import CHROMIUM_ARGS, serve_app  # noqa: E402
 
 APP = '''
 import os, sys
@@ -149,38 +146,25 @@ def main() -> None:
     (folder / "probe_app.py").write_text(APP.format(root=str(ROOT), js=str(folder / "panel.js")))
     env = {**os.environ, **({"PROBE_HEAVY": "1"} if args.heavy else {}),
            **({"PROBE_WIDGETS": "1"} if args.widgets else {})}
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(folder / "probe_app.py"), "--server.port", str(port),
-         "--server.headless", "true", "--server.address", "127.0.0.1", "--runner.postScriptGC", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.3)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector("#probe-step", timeout=120_000)
-            page.wait_for_timeout(1500)
-            drawn, beyond, before = [], [], 0.0
-            for _ in range(args.steps):
-                seen = page.evaluate("window.__drawnN || 0")
-                page.click("#probe-step")
-                page.wait_for_function(f"(window.__drawnN || 0) > {seen}", timeout=60_000)
-                latency = page.evaluate("window.__drawn - window.__clicked") / 1000
-                total = float(page.inner_text("#probe-time"))
-                drawn.append(latency)
-                beyond.append(latency - (total - before))
-                before = total
-                page.wait_for_timeout(500)
-            browser.close()
-    finally:
-        server.terminate()
+    with serve_app(env, "one-component-probe.log", script=str(folder / "probe_app.py")) as url, \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#probe-step", timeout=120_000)
+        page.wait_for_timeout(1500)
+        drawn, beyond, before = [], [], 0.0
+        for _ in range(args.steps):
+            seen = page.evaluate("window.__drawnN || 0")
+            page.click("#probe-step")
+            page.wait_for_function(f"(window.__drawnN || 0) > {seen}", timeout=60_000)
+            latency = page.evaluate("window.__drawn - window.__clicked") / 1000
+            total = float(page.inner_text("#probe-time"))
+            drawn.append(latency)
+            beyond.append(latency - (total - before))
+            before = total
+            page.wait_for_timeout(500)
+        browser.close()
     print(f"uptime: {os.popen('uptime').read().strip()}; heavy={args.heavy} widgets={args.widgets}")
     for name, values in (("click to both charts drawn", drawn[1:]), ("beyond its forward pass", beyond[1:])):
         print(f"{name}: median {statistics.median(values):.3f} s [{', '.join(f'{v:.3f}' for v in values)}]")
