@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -287,12 +288,20 @@ def cached_figure(name: str, version: Hashable, build: Any) -> Any:
     return cache[(name, version)]
 
 
+def cut_off_message(trace: Trace, label: str = "") -> str | None:
+    """Why `trace`'s answer may be wrong for lack of room (it ran out of canvas with no
+    end-of-text token), or None when it did not."""
+    if not (trace.is_complete and trace.cut_off):
+        return None
+    who = f"{label}: the" if label else "The"
+    return (f"{who} answer filled the whole canvas without an end-of-text token, so it may be wrong only "
+            f"for lack of room: raise Gen length (now {trace.gen_length}).")
+
+
 def warn_if_cut_off(trace: Trace, label: str = "") -> None:
     """A visible warning when `trace`'s answer ran out of canvas (no end-of-text token in it)."""
-    if trace.is_complete and trace.cut_off:
-        who = f"{label}: the" if label else "The"
-        st.warning(f"{who} answer filled the whole canvas without an end-of-text token, so it may be wrong only "
-                   f"for lack of room: raise Gen length (now {trace.gen_length}).", icon="✂️")
+    if message := cut_off_message(trace, label):
+        st.warning(message, icon="✂️")
 
 
 def diff_html(reference: str, text: str) -> str:
@@ -307,28 +316,54 @@ def diff_html(reference: str, text: str) -> str:
     return f"<div style='font-family:monospace;white-space:pre-wrap;font-size:0.9em'>{body or '∅'}</div>"
 
 
-def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
+@dataclass(frozen=True)
+class MetricCard:
+    """One number shown about a trace: st.metric's label, value, delta (None: none) and help."""
+
+    label: str
+    value: str
+    delta: str | None = None
+    help: str | None = None
+
+
+POLICY_OVERHEAD_HELP = ("Time inside the policy's calls (block sizer, commit rule, extrapolator, stop) over the "
+                        "forward passes' time. Traces saved before this was recorded show n/a.")
+
+
+def metric_cards(trace: Trace, *, baseline: Trace | None = None) -> list[MetricCard]:
     """NFE, time, tokens/s, tokens per step (with speedups when a baseline is given) and the
-    policy's share of the time (its calls over the forward passes; "n/a" for older traces)."""
+    policy's share of the time (its calls over the forward passes; "n/a" for older traces).
+    Drawn by `metrics_row` here and by the trace panel in the page (app_ui.trace_panel)."""
     summary = trace.summary()
-    cols = st.columns(5)
     nfe_delta = None if baseline is None else f"{baseline.nfe / max(trace.nfe, 1):.2f}x fewer NFE than dense"
     time_delta = None
     if baseline is not None and summary["seconds"] > 0:
         time_delta = f"{baseline.summary()['seconds'] / summary['seconds']:.2f}x speedup (single run)"
-    cols[0].metric("NFE", trace.nfe, delta=nfe_delta, delta_color="off", border=True)
-    cols[1].metric("Time", f"{summary['seconds']:.2f} s", delta=time_delta, delta_color="off", border=True)
-    cols[2].metric("Tokens/s", f"{summary['tokens_per_second']:.1f}", border=True)
-    cols[3].metric("Tokens per step", f"{summary['tokens_per_step']:.2f}", border=True)
     overhead, per_pass = summary["policy_overhead"], summary["policy_ms_per_pass"]
     known = math.isfinite(overhead)
-    cols[4].metric("Policy overhead", f"{100 * overhead:.2f}%" if known else "n/a", border=True,
-                   delta=f"{per_pass:.2f} ms a pass" if known else None, delta_color="off",
-                   help="Time inside the policy's calls (block sizer, commit rule, extrapolator, stop) over the "
-                        "forward passes' time. Traces saved before this was recorded show n/a.")
-    if trace.edited.any():
-        st.caption(f"Block refinement edited {summary['edits']:.0f} committed tokens and ran "
-                   f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left).")
+    return [MetricCard("NFE", str(trace.nfe), nfe_delta),
+            MetricCard("Time", f"{summary['seconds']:.2f} s", time_delta),
+            MetricCard("Tokens/s", f"{summary['tokens_per_second']:.1f}"),
+            MetricCard("Tokens per step", f"{summary['tokens_per_step']:.2f}"),
+            MetricCard("Policy overhead", f"{100 * overhead:.2f}%" if known else "n/a",
+                       f"{per_pass:.2f} ms a pass" if known else None, POLICY_OVERHEAD_HELP)]
+
+
+def edits_note(trace: Trace) -> str | None:
+    """What block refinement did beyond unmasking (edits of committed tokens, post-steps), if anything."""
+    if not trace.edited.any():
+        return None
+    summary = trace.summary()
+    return (f"Block refinement edited {summary['edits']:.0f} committed tokens and ran "
+            f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left).")
+
+
+def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
+    """`metric_cards` as a row of st.metric, and what block refinement edited (if it did)."""
+    for column, card in zip(st.columns(5), metric_cards(trace, baseline=baseline), strict=True):
+        column.metric(card.label, card.value, delta=card.delta, delta_color="off", border=True, help=card.help)
+    if note := edits_note(trace):
+        st.caption(note)
 
 
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:

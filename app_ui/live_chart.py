@@ -40,7 +40,7 @@ class Click:
 @cache
 def _component() -> Any:
     """The chart component's mount command."""
-    return st.components.v2.component("dllm_viz.live_chart", js=page_script("live_chart.js"),
+    return st.components.v2.component("dllm_viz.live_chart", js=page_script("chart_core.js", "live_chart.js"),
                                       isolate_styles=False)
 
 
@@ -71,23 +71,47 @@ def with_playhead(fig: go.Figure, step: int) -> go.Figure:
     return go.Figure(fig).update_layout(shapes=[*fig.layout.shapes, playhead_shape(step)])
 
 
+def chart_spec(fig: go.Figure) -> dict[str, Any] | None:
+    """What the browser needs to draw `fig` in a live chart (its JSON, a digest of it, its height and
+    where plotly.js is), or None when it must fall back to st.plotly_chart (no plotly.js served,
+    or a trace type the served bundle lacks). Without a playhead: that changes per run, the
+    figure per trace version, so callers may keep this per version."""
+    src = asset_url("plotly.min.js")
+    if src is None or not {trace.type for trace in fig.data} <= bundle_trace_types():
+        return None
+    spec = pio.to_json(fig, validate=False)
+    digest = hashlib.blake2b(spec.encode(), digest_size=12).hexdigest()
+    return {"spec": spec, "digest": digest, "height": figure_height(fig), "src": src}
+
+
+def chart_data(spec: dict[str, Any], *, playhead: int | None = None, clickable: bool = False) -> dict[str, Any]:
+    """`chart_spec`'s output with this run's playhead and click reporting (the element's data)."""
+    return {**spec, "playhead": None if playhead is None else playhead_shape(playhead), "clickable": clickable}
+
+
+def fallback_chart(fig: go.Figure, *, key: str, playhead: int | None = None) -> None:
+    """The figure drawn by st.plotly_chart, with its playhead drawn in (no live chart possible)."""
+    st.plotly_chart(fig if playhead is None else with_playhead(fig, playhead), key=key, theme=None)
+
+
+def parse_click(value: Any) -> Click | None:
+    """A click reported by the browser ({"x", "y"}), or None if the value is not one."""
+    if not isinstance(value, dict):
+        return None
+    y = value.get("y")
+    return Click(x=str(value.get("x")), y=float(y) if isinstance(y, int | float) else None)
+
+
 def live_chart(fig: go.Figure, *, key: str, playhead: int | None = None, clickable: bool = False) -> Click | None:
     """Draw `fig` in the chart kept under `key`; returns a click made since the last run, if any.
 
     `playhead` draws a dotted vertical line at that x (a step) without redrawing the figure;
     `clickable` reports clicks (each click once: a trigger, gone on the next run).
     """
-    src = asset_url("plotly.min.js")
-    if src is None or not {trace.type for trace in fig.data} <= bundle_trace_types():
-        st.plotly_chart(fig if playhead is None else with_playhead(fig, playhead), key=key, theme=None)
+    spec = chart_spec(fig)
+    if spec is None:
+        fallback_chart(fig, key=key, playhead=playhead)
         return None
-    spec = pio.to_json(fig, validate=False)
-    digest = hashlib.blake2b(spec.encode(), digest_size=12).hexdigest()
-    data = {"spec": spec, "digest": digest, "playhead": None if playhead is None else playhead_shape(playhead),
-            "clickable": clickable, "height": figure_height(fig), "src": src}
-    result = _component()(data=data, key=key, on_click_change=lambda: None)
-    value = getattr(result, "click", None)
-    if not clickable or not isinstance(value, dict):
-        return None
-    y = value.get("y")
-    return Click(x=str(value.get("x")), y=float(y) if isinstance(y, int | float) else None)
+    result = _component()(data=chart_data(spec, playhead=playhead, clickable=clickable), key=key,
+                          on_click_change=lambda: None)
+    return parse_click(getattr(result, "click", None)) if clickable else None

@@ -90,6 +90,7 @@ def asset_url(name: str) -> str | None:
     return None if served is None else f"{served}/{name}"
 
 
-def page_script(name: str) -> str:
-    """The text of one of our component scripts in app_ui/static (sent inline with the element)."""
-    return (STATIC / name).read_text(encoding="utf-8")
+def page_script(*names: str) -> str:
+    """Our component scripts in app_ui/static, joined in order (sent inline with the element): a
+    shared part (chart_core.js) first, then the one that exports the component's function."""
+    return "\n".join((STATIC / name).read_text(encoding="utf-8") for name in names)

@@ -2,10 +2,13 @@
 
 Run shows a progress bar and a Stop button; every progress update is a yield point, so Stop
 (or any click) ends the run between steps and the steps so far are kept as a partial trace.
-Step runs exactly one forward pass; Play/Pause (Space) steps on a timer. The controls and the
-trace view are one fragment, so a Step or a tick reruns only them (not the sidebar or the form);
-Run to end runs in a full rerun above them, where its Stop button can interrupt it.
-The decode in progress (engine iterator + TraceBuilder) lives in st.session_state["stepper"].
+Step (→) runs exactly one forward pass; Play/Pause (Space) steps on a timer. The trace panel
+(app_ui.trace_panel: Step, the scrubber, charts, numbers, views) is one component in one
+fragment, so a Step or a Play tick reruns only it (not the sidebar, the form or the buttons).
+Run, Play, Reset and the speed sit above the fragment: each needs a full rerun anyway (Run's
+Stop button must lie outside the fragment to interrupt it; Play's timer is fixed when the
+fragment is declared). The decode in progress (engine iterator + TraceBuilder) lives in
+st.session_state["stepper"].
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from app_ui.common import (
     require_app_frame,
 )
 from app_ui.stepping import advance, run_to_end, show_latest
-from app_ui.views import trace_view
+from app_ui.trace_panel import trace_panel
 from app_ui.widgets import controller_choices, gen_length_input, policy_form
 from dllm_viz.stepper import Stepper
 
@@ -56,8 +59,9 @@ signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.ge
                               st.session_state.get("seed"), st.session_state.get("temperature"), repr(spec))
 
 
-def ready(*, continue_ok: bool) -> Stepper | None:
-    """The session's decode for the current settings (new if needed), or None after an error."""
+def ready(*, continue_ok: bool, errors: Any = st) -> Stepper | None:
+    """The session's decode for the current settings (new if needed), or None after an error
+    (shown in `errors`: in the panel, its errors box, so the panel keeps its place)."""
     current: Stepper | None = st.session_state.get("stepper")
     if continue_ok and current is not None and not current.done and current.signature == signature:
         return current
@@ -66,7 +70,7 @@ def ready(*, continue_ok: bool) -> Stepper | None:
     try:
         stepper = Stepper.start(adapter, check_prompt(prompt), spec.pipeline(), decode_config(gen_length), signature)
     except ValueError as exc:
-        st.error(f"Cannot decode: {exc}")
+        errors.error(f"Cannot decode: {exc}")
         return None
     st.session_state["stepper"] = stepper
     return stepper
@@ -91,10 +95,16 @@ def fold_settings(action: str = "") -> None:
 
 
 def request_run() -> None:
-    """Run to end happens in a full rerun, above the panel: its Stop button must lie outside the
-    fragment, since a click inside one never interrupts the run in progress (Streamlit 1.67)."""
+    """Run to end happens in the full rerun this click starts, above the panel: its Stop button
+    must lie outside the fragment, since a click inside one never interrupts the run in progress."""
     st.session_state["run_requested"] = True
     st.session_state["settings"] = False
+
+
+def request_step() -> None:
+    """The panel's Step (or →): the pass runs in the fragment's run that follows (its errors show)."""
+    st.session_state["step_requested"] = True
+    fold_settings("step")
 
 
 def reset() -> None:
@@ -109,9 +119,9 @@ def play_interval() -> float | None:
 
 def page_is_stale(step: bool) -> bool:
     """True when this run of the panel must become a full rerun: the Play timer is fixed when the
-    fragment is declared (Play, Pause, Reset and the speed change it), Run was clicked (it runs
-    above the panel), or a Step must fold open settings."""
-    return play_interval() != TICK or "run_requested" in st.session_state or (step and "folding" in st.session_state)
+    fragment is declared (Play, Pause, Reset and the speed change it), or a Step must fold open
+    settings."""
+    return play_interval() != TICK or (step and "folding" in st.session_state)
 
 
 def play_tick() -> None:
@@ -140,7 +150,15 @@ def landing() -> None:
                      icon=":material/school:")
 
 
-if st.session_state.get("playing") and ready(continue_ok=True) is None:
+playing = bool(st.session_state.get("playing"))
+controls = st.columns([1.3, 1.3, 1, 2.4], vertical_alignment="bottom")
+controls[0].button("Run to end", type="primary", key="run", disabled=adapter is None, on_click=request_run,
+                   help="decode to the end (continues a stepped decode with the same settings)")
+controls[1].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=set_playing,
+                   args=(not playing,), disabled=adapter is None, help="step on a timer (Space)")
+controls[2].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
+controls[3].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
+if playing and ready(continue_ok=True) is None:
     st.session_state["playing"] = False
 if st.session_state.pop("run_requested", False) and (stepper := ready(continue_ok=True)) is not None:
     run_to_end(stepper)
@@ -149,38 +167,33 @@ TICK = play_interval()
 
 @st.fragment(run_every=TICK)
 def panel() -> None:
-    """The controls and the trace view: Step, scrubbing and every Play tick rerun only this fragment
-    (the sidebar and the settings form stay as they are, in the server and in the browser)."""
+    """The trace panel: Step, scrubbing and every Play tick rerun only this fragment (the sidebar,
+    the settings form and the buttons above stay as they are, in the server and in the browser)."""
     playing = bool(st.session_state.get("playing"))
-    cols = st.columns([1.3, 1, 1.3, 1, 2.4], vertical_alignment="bottom")
-    cols[0].button("Run to end", type="primary", key="run", disabled=adapter is None, on_click=request_run,
-                   help="decode to the end (continues a stepped decode with the same settings)")
-    step = cols[1].button("Step", key="step", shortcut="Right", disabled=adapter is None, on_click=fold_settings,
-                          args=("step",), help="one forward pass (→)")
-    cols[2].button("Pause" if playing else "Play", key="play", shortcut="Space", on_click=set_playing,
-                   args=(not playing,), disabled=adapter is None, help="step on a timer (Space)")
-    cols[3].button("Reset", key="reset", on_click=reset, help="forget the decode in progress")
-    cols[4].select_slider("Play speed", list(SPEEDS), value="normal", key="speed")
+    step = st.session_state.pop("step_requested", False)
     if page_is_stale(step):
         st.rerun()
     step = step or st.session_state.pop("folding", None) == "step"  # the Step that asked for this full rerun
+    errors = st.container()  # always here, so the panel below keeps its place in the page
     if error := st.session_state.pop("play_error", None):
-        st.error(error)
+        errors.error(error)
+    notices = []
     held: Stepper | None = st.session_state.get("stepper")
     if held is not None and held.signature != signature and not (step or playing):
-        st.caption("Settings changed since this decode started: Step, Play and Run start a new one.")
-    if step and (stepper := ready(continue_ok=True)) is not None and (error := advance(stepper)):
-        st.error(error)
+        notices.append({"kind": "info", "text": "Settings changed since this decode started: Step, Play and Run "
+                                                "start a new one."})
+    if step and (stepper := ready(continue_ok=True, errors=errors)) is not None and (error := advance(stepper)):
+        errors.error(error)
     show_latest()
     if playing:
         play_tick()
     trace = st.session_state.get("trace")
+    version = st.session_state.get("trace_version", 0)
+    trace_panel(trace, version, on_step=request_step, can_step=adapter is not None, notices=notices)
     if trace is None:
         landing()
-        return
-    trace_view(trace, st.session_state.get("trace_version", 0))
-    if adapter is not None and trace.is_complete and not playing:
-        branch_panel(adapter, trace, st.session_state.get("trace_version", 0))
+    elif adapter is not None and trace.is_complete and not playing:
+        branch_panel(adapter, trace, version)
 
 
 panel()

@@ -17,7 +17,7 @@ import streamlit as st
 from app_ui.branch import saved_trace_branch_panel
 from app_ui.common import current_model, require_app_frame, set_trace, share_query, trace_dir
 from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
-from app_ui.views import trace_view
+from app_ui.trace_panel import trace_panel
 from dllm_viz import figures
 from dllm_viz.roots import OutsideRootError, inside, redact, relative_name
 from dllm_viz.trace import Trace, TraceFileError, TraceSaveError, load_trace
@@ -126,5 +126,5 @@ if cols[4].button("Open on Decode", key="traces_to_decode", on_click=open_on_dec
     st.switch_page("pages/decode.py", query_params={k: v for k, v in query.items() if k != "seed"})
 st.page_link("pages/decode.py", label="Decode page with these settings", query_params=query, icon=":material/link:")
 st.code(f"{(st.context.url or '').rsplit('/', 1)[0]}/?{urlencode(query)}", language=None)
-trace_view(trace, st.session_state.get("traces_loaded_version", 0), prefix="lib_")
+trace_panel(trace, st.session_state.get("traces_loaded_version", 0), prefix="lib_")
 saved_trace_branch_panel(current_model(), trace, st.session_state.get("traces_loaded_version", 0))

@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
+from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.state.session_state import STREAMLIT_INTERNAL_KEY_PREFIX
 from streamlit.testing.v1 import AppTest
 
 from app_ui.common import share_query
@@ -71,8 +73,43 @@ def errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error]
 
 
+def panel_element(at: AppTest, key: str = "panel") -> Any:
+    """The trace panel's element (app_ui.trace_panel) keyed `key`."""
+    return next(c for c in at.get("bidi_component") if c.proto.component_name.endswith("trace_panel")
+                and c.proto.id.endswith(key))
+
+
+def panel(at: AppTest, key: str = "panel") -> dict[str, Any]:
+    """What the trace panel was sent this run: its payload (`trace` is None before a decode)."""
+    return dict(json.loads(panel_element(at, key).proto.json))
+
+
+def trigger(at: AppTest, event: str, value: Any, key: str = "panel") -> AppTest:
+    """Run the app as the browser does after the panel reports `event` (a click, a scrub): the
+    widget states of this run plus that trigger, which Streamlit hands to the panel's callback."""
+    states = WidgetStates()
+    states.CopyFrom(at._tree.get_widget_states())
+    state = states.widgets.add()
+    state.id = f"{STREAMLIT_INTERNAL_KEY_PREFIX}_{panel_element(at, key).proto.id}__events"
+    state.json_trigger_value = json.dumps([{"event": event, "value": value}])
+    at._run(states)
+    assert not at.exception, at.exception
+    return at
+
+
+def step(at: AppTest) -> AppTest:
+    """The panel's Step button."""
+    return trigger(at, "step", True)
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """Every number shown: st.metric's, then the trace panel's (where the page has one)."""
+    shown = {m.label: m.value for m in at.metric}
+    for element in at.get("bidi_component"):
+        if element.proto.component_name.endswith("trace_panel"):
+            body = json.loads(element.proto.json)["trace"] or {"metrics": []}
+            shown.update({card["label"]: card["value"] for card in body["metrics"]})
+    return shown
 
 
 def widget(at: AppTest, key: str) -> Any:
@@ -87,10 +124,12 @@ def values(data: Any) -> list[Any]:
 
 
 def charts(at: AppTest) -> list[dict[str, Any]]:
-    """Every figure on the page: the live charts' (app_ui.live_chart), then st.plotly_chart's."""
+    """Every figure on the page: the trace panel's (heatmap first), the live charts' (app_ui.live_chart),
+    then st.plotly_chart's."""
     live = [json.loads(c.proto.json) for c in at.get("bidi_component") if c.proto.WhichOneof("data") == "json"]
-    return [json.loads(d["spec"]) for d in live if d.get("spec")] + [json.loads(c.proto.spec)
-                                                                      for c in at.get("plotly_chart")]
+    specs = [d for data in live for d in ((data.get("trace") or {}).get("charts") or {}).values()]
+    specs += [d for d in live if d.get("spec")]
+    return [json.loads(d["spec"]) for d in specs] + [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
 # ---- Decode -------------------------------------------------------------------------------
@@ -105,7 +144,8 @@ def test_run_shows_the_traces_nfe_and_a_heatmap(dirs: dict[str, Path]) -> None:
     assert shown["Tokens per step"] == f"{trace.summary()['tokens_per_step']:.2f}"
     assert shown["Policy overhead"] == f"{100 * trace.summary()['policy_overhead']:.2f}%"
     assert charts(at)[0]["data"][0]["type"] == "heatmap"
-    assert at.slider(key="t").value == trace.nfe - 1  # the scrubber sits on the last step
+    assert panel(at)["trace"]["step"] == trace.nfe - 1  # the scrubber sits on the last step
+    assert panel(at)["trace"]["output"] == figures_output_text(trace)
 
 
 def test_raising_the_threshold_lowers_or_keeps_tokens_per_step(dirs: dict[str, Path]) -> None:
@@ -121,14 +161,18 @@ def test_raising_the_threshold_lowers_or_keeps_tokens_per_step(dirs: dict[str, P
 def test_step_runs_exactly_one_forward_pass_and_run_finishes_the_same_decode(dirs: dict[str, Path]) -> None:
     at = open_app(query=FAST)
     for expected in (1, 2, 3):
-        click(at, "step")
+        step(at)
         assert at.session_state["trace"].nfe == expected
         assert metrics(at)["NFE"] == str(expected)
+        assert panel(at)["trace"]["step"] == expected - 1  # the scrubber follows the newest step
     partial = at.session_state["trace"]
     assert not partial.is_complete and partial.meta.stop_reason == "incomplete"
-    assert any("Partial trace" in w.value for w in at.warning)
-    at.slider(key="t").set_value(0).run()
-    assert at.session_state["t"] == 0 and not at.exception
+    assert any("Partial trace" in n["text"] for n in panel(at)["notices"])
+    trigger(at, "scrub", 0)
+    assert at.session_state["t"] == 0 and panel(at)["trace"]["step"] == 0
+    assert metrics(at)["NFE"] == "3"  # scrubbing runs no forward pass
+    at.run()
+    assert panel(at)["trace"]["step"] == 0  # and the scrubber keeps its place until a new step
     continued = click(at, "run").session_state["trace"]
     fresh = click(open_app(query=FAST), "run").session_state["trace"]
     assert continued.nfe == fresh.nfe and (continued.tokens == fresh.tokens).all()
@@ -155,7 +199,7 @@ def test_bad_input_shows_an_error_and_the_page_survives(dirs: dict[str, Path], q
     at = open_app(query=query)
     if prompt is not None:
         at.text_area(key="prompt_arith-1").set_value(prompt).run()
-    click(at, "step")
+    step(at)
     assert any(message in e for e in errors(at)), errors(at)
     assert "trace" not in at.session_state
     at.text_area(key="prompt_arith-1").set_value("What is 3 + 4?").run()
@@ -199,17 +243,22 @@ def test_every_rule_gets_a_form_from_its_fields(dirs: dict[str, Path]) -> None:
 
 def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller_options: dict[str, str]) -> None:
     at = click(open_app(query={**FAST, "rule": "cora", "block": "adablock", "ce": "true"}), "run")
-    view = widget(at, "view")
-    assert {"volatility bands", "Kalman bands", "persistence runs"} <= set(view.options)
+    assert {"volatility bands", "Kalman bands", "persistence runs"} <= set(panel(at)["trace"]["views"])
     for option in ("volatility bands", "Kalman bands", "persistence runs"):
-        at.session_state["view"] = option
-        at.run()
-        assert not at.exception and not errors(at), option
-    at.session_state["view"] = "Kalman bands"
-    at.run()
-    at.multiselect(key="kalman_pos").set_value([3, 5]).run()  # the user's positions, one panel each
+        trigger(at, "view", option)
+        assert panel(at)["trace"]["view"] == option and at.query_params["view"] == option
+        assert not errors(at) and panel(at)["trace"]["view_note"] is None, option
+    trigger(at, "view", "Kalman bands")
+    for position in (3, 5):  # the user's positions, one panel each
+        trigger(at, "pick", position)
+    assert [p for p, _ in panel(at)["trace"]["kalman"]["picked"]] == [3, 5]
     kalman = [c for c in charts(at) if "Kalman" in str(c["layout"].get("title", {}).get("text", ""))]
     assert kalman and sorted(k for k in kalman[0]["layout"] if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
+    trigger(at, "unpick", 3)
+    assert at.session_state["kalman_pos"] == [5]
+    label = panel(at)["trace"]["kalman"]["labels"][7]
+    trigger(at, "cell", {"x": label, "y": 1.0})  # a heatmap click: the scrubber jumps, its column is picked
+    assert at.session_state["kalman_pos"] == [5, 7] and panel(at)["trace"]["step"] == 1
     at = open_app(query={**FAST, "rule": "tspd"})
     dirs["controllers"].mkdir(parents=True, exist_ok=True)  # the app reads weights only from its folder
     for suffix in (".safetensors", ".json"):
@@ -217,7 +266,7 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
         (dirs["controllers"] / source.name).write_bytes(source.read_bytes())
     at.text_input(key="controller_weights").set_value(Path(controller_options["controller_weights"]).name).run()
     click(at, "run")
-    assert "TSPD gate" in widget(at, "view").options
+    assert "TSPD gate" in panel(at)["trace"]["views"]
     assert "tspd_gate" in at.session_state["trace"].extras
 
 

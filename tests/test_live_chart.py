@@ -114,7 +114,7 @@ def test_without_plotly_js_no_asset_is_served(tmp_path: Path, monkeypatch: pytes
 
 
 def test_the_component_scripts_exist_and_export_their_render_function() -> None:
-    for name in ("live_chart.js", "live_html.js"):
+    for name in ("live_chart.js", "trace_panel.js"):
         text = static_component.page_script(name)
         assert "export default function" in text, name
 

@@ -100,9 +100,10 @@ RERUN_END = "(t0) => { t0 = Math.max(t0, window.__input || 0); " \
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
-# When the chart under key `key` is drawn (0 until then): a live chart's finished draw
+# When the chart at CSS selector `sel` is drawn (0 until then): a live chart's finished draw
 # (app_ui/live_chart.py; epoch time less the page's time origin), or a plain Plotly chart.
-CHART_READY = "(key) => { const box = document.querySelector('.st-key-' + key); if (!box) return 0; " \
+HEATMAP = ".st-key-panel .dv-chart-heatmap"  # Decode's heatmap, in its trace panel (app_ui/trace_panel.py)
+CHART_READY = "(sel) => { const box = document.querySelector(sel); if (!box) return 0; " \
               "const live = box.querySelector('.dllm-live-chart'); " \
               "if (live) return live.dataset.drawnAt ? Number(live.dataset.drawnAt) - performance.timeOrigin : 0; " \
               "return box.querySelector('.js-plotly-plot') ? performance.now() : 0; }"
@@ -110,7 +111,7 @@ CHART_READY = "(key) => { const box = document.querySelector('.st-key-' + key); 
 
 def timed(page: Any, action: Any, ready: str | None = None) -> float:
     """Seconds from the input event of `action()` (pointer down or key down, on the browser's clock)
-    to the end of the rerun it caused, or to the chart keyed `ready` being drawn if that is later;
+    to the end of the rerun it caused, or to the chart at selector `ready` being drawn if that is later;
     that chart must not be on the page before the action."""
     page.wait_for_timeout(300)
     start = page.evaluate("performance.now()")
@@ -150,9 +151,9 @@ def click(page: Any, key: str) -> Any:
     return lambda: page.locator(f".st-key-{key} button:visible").first.click()
 
 
-def metric_text(page: Any, label: str) -> str:
-    labelled = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
-    return str(page.get_by_test_id("stMetric").filter(has=labelled).get_by_test_id("stMetricValue").first.inner_text())
+def decode_seconds(page: Any) -> float:
+    """The Decode panel's forward-pass seconds so far, unrounded (0.0 before its first step)."""
+    return float(page.evaluate("document.querySelector('.dv-panel')?.dataset.seconds || '0'"))
 
 
 class Report(dict):  # type: ignore[type-arg]
@@ -176,15 +177,37 @@ def first_visit_run(browser: Any, url: str) -> float:
     page.set_default_timeout(60_000)
     try:
         open_app(page, f"{url}/?gen=128&rule=threshold", "run")
-        return timed(page, click(page, "run"), "heatmap")
+        return timed(page, click(page, "run"), HEATMAP)
     finally:
         context.close()
 
 
-def app_timings(url: str, page: Any) -> dict[str, Any]:
+def step_timings(url: str, page: Any, out: dict[str, Any], steps: int = 6) -> None:
+    """Decode Steps from a fresh decode (threshold, gen 128): click to view, the part beyond the
+    forward pass (the panel's unrounded seconds before and after), and click to charts drawn."""
+    open_app(page, f"{url}/?gen=128&rule=threshold", "run")
+    page.locator(".st-key-reset button").first.click()
+    page.locator(IDLE).wait_for(state="attached")
+    latencies, beyond, drawn = [], [], []
+    for _ in range(steps):
+        before = decode_seconds(page)
+        latency = timed(page, lambda: page.locator(".st-key-panel .dv-step").click())
+        forward = decode_seconds(page) - before
+        latencies.append(latency)
+        beyond.append(latency - forward)
+        drawn.append(drawn_after(page))
+    out["step click to view (s)"] = latencies
+    out["step beyond its forward pass (s)"] = beyond
+    out["step click to its charts drawn (s)"] = drawn
+
+
+def app_timings(url: str, page: Any, *, only_steps: bool = False) -> dict[str, Any]:
     """Every interaction of the brief, on a fresh server at `url`; seconds (lists: repeats)."""
     out: dict[str, Any] = Report()
     open_app(page, url, "run")  # the model loads here, not inside a Learn timing
+    if only_steps:
+        step_timings(url, page, out, steps=9)
+        return out
     started = time.perf_counter()
     open_app(page, f"{url}/learn", "chapter")
     out["learn chapter 1 first visit (page load)"] = time.perf_counter() - started
@@ -193,25 +216,12 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
         chapters.append(timed(page, click(page, "learn_next")))
     out["learn chapters 2-5 first visit"] = chapters
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
-    runs = [timed(page, click(page, "run"), "heatmap")]
+    runs = [timed(page, click(page, "run"), HEATMAP)]
     runs += [timed(page, click(page, "run")) for _ in range(2)]  # the heatmap is there: the rerun's end
     out["run to heatmap, threshold gen 128 (first, then warm)"] = runs
     out["run to heatmap, a new visitor (fresh browser context, nothing cached)"] = [
         first_visit_run(page.context.browser, url) for _ in range(3)]
-    open_app(page, f"{url}/?gen=128&rule=threshold", "run")
-    page.locator(".st-key-reset button").first.click()
-    page.locator(IDLE).wait_for(state="attached")
-    steps, beyond, drawn = [], [], []
-    for _ in range(6):
-        before = metric_text(page, "Time").removesuffix(" s") if page.get_by_test_id("stMetric").count() else "0"
-        latency = timed(page, click(page, "step"))
-        forward = float(metric_text(page, "Time").removesuffix(" s")) - float(before)
-        steps.append(latency)
-        beyond.append(latency - forward)
-        drawn.append(drawn_after(page))
-    out["step click to view (s)"] = steps
-    out["step beyond its forward pass (s)"] = beyond
-    out["step click to its charts drawn (s)"] = drawn
+    step_timings(url, page, out)
     open_app(page, f"{url}/compare?cmp_n=4", "cmp_run")
     # The per-policy heatmaps are on the first screen; the series chart below the fold draws once scrolled to.
     out["compare one prompt, 4 policies + dense, gen 64 (to the rerun's end)"] = [
@@ -230,7 +240,7 @@ def app_timings(url: str, page: Any) -> dict[str, Any]:
     return out
 
 
-def app_bench(threads: int | None) -> None:
+def app_bench(threads: int | None, *, only_steps: bool = False) -> None:
     """Serve the app on the bundled model (fresh server) and print every timing."""
     from conftest import serve_app
 
@@ -245,7 +255,7 @@ def app_bench(threads: int | None) -> None:
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.add_init_script(f"({MESSAGES})()")
         page.set_default_timeout(60_000)
-        app_timings(url, page)
+        app_timings(url, page, only_steps=only_steps)
         browser.close()
     print(f"uptime: {os.popen('uptime').read().strip()}")
 
@@ -307,13 +317,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="DLLM_VIZ_THREADS for the app server")
     parser.add_argument("--thread-probe", action="store_true", help="time a model pass with 1 and 2 threads")
     parser.add_argument("--builds", action="store_true", help="time the figure builders of a Decode Step")
+    parser.add_argument("--steps", action="store_true", help="with --app: time Decode Steps only (9 of them)")
     args = parser.parse_args()
     if args.thread_probe:
         thread_probe()
     elif args.builds:
         figure_builds()
     elif args.app:
-        app_bench(args.threads)
+        app_bench(args.threads, only_steps=args.steps)
     else:
         heatmaps()
 

@@ -43,21 +43,37 @@ def press(page: Any, key: str) -> None:
 
 
 def metric(page: Any, label: str) -> Any:
-    """The value element of the first metric labelled exactly `label`."""
+    """The value element of the first metric labelled exactly `label`: a number of the trace panel
+    (Decode, Traces: app_ui/trace_panel.py), else an st.metric."""
+    card = page.locator(f".dv-metric[data-label='{label}'] .dv-metric-value")
     labelled = page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
-    return page.get_by_test_id("stMetric").filter(has=labelled).get_by_test_id("stMetricValue").first
+    return card.or_(page.get_by_test_id("stMetric").filter(has=labelled).get_by_test_id("stMetricValue")).first
+
+
+PANEL = ".st-key-panel"  # Decode's trace panel; Traces' is `.st-key-lib_panel`
+
+
+def step(page: Any) -> None:
+    """The trace panel's Step button, then wait for the rerun to finish."""
+    page.locator(f"{PANEL} .dv-step").click()
+    settle(page)
+
+
+def shown_step(page: Any) -> str:
+    """The step the trace panel's scrubber shows."""
+    return str(page.locator(f"{PANEL} .dv-panel").get_attribute("data-step"))
+
+
+def wait_step(page: Any, value: str, timeout_ms: int = 30_000) -> None:
+    """Wait until the panel's scrubber shows step `value` (a rerun may land after `settle`)."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while shown_step(page) != value:
+        assert time.monotonic() < deadline, f"the scrubber is at {shown_step(page)!r}, not {value!r}"
+        page.wait_for_timeout(200)
 
 
 def slider_value(page: Any, key: str) -> str:
     return str(page.locator(f".st-key-{key} input[type='range']").first.input_value())
-
-
-def wait_slider(page: Any, key: str, value: str, timeout_ms: int = 30_000) -> None:
-    """Wait until the slider keyed `key` shows `value` (a rerun may land after `settle`)."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    while slider_value(page, key) != value:
-        assert time.monotonic() < deadline, f"slider {key!r} is {slider_value(page, key)!r}, not {value!r}"
-        page.wait_for_timeout(200)
 
 
 def snap(page: Any, name: str) -> Path:
@@ -79,20 +95,20 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
     open_page(page, f"{app_url}/?{FAST}", "run")
     press(page, "run")
     expect(metric(page, "NFE")).to_have_text("32")
-    expect(page.locator(".st-key-heatmap .js-plotly-plot")).to_have_count(1)
+    expect(page.locator(f"{PANEL} .dv-chart-heatmap .js-plotly-plot")).to_have_count(1)
     snap(page, "decode")
-    press(page, "step")  # the finished decode is replaced by a fresh one, one forward pass in
+    step(page)  # the finished decode is replaced by a fresh one, one forward pass in
     expect(metric(page, "NFE")).to_have_text("1")
     page.get_by_role("heading", name="Decode").click()  # focus the page, not a widget
     page.keyboard.press("ArrowRight")  # the Step button's shortcut
     settle(page)
     expect(metric(page, "NFE")).to_have_text("2")
-    wait_slider(page, "t", "1")
-    strip = page.locator(".st-key-token_strip .dllm-token-strip").first  # app_ui.live_html
+    wait_step(page, "1")
+    strip = page.locator(f"{PANEL} .dllm-token-strip").first
     strip_at_1 = strip.inner_html()
     page.keyboard.press("ArrowLeft")  # scrub one step back
     settle(page)
-    wait_slider(page, "t", "0")
+    wait_step(page, "0")
     settle(page)
     assert strip.inner_html() != strip_at_1
     expect(metric(page, "NFE")).to_have_text("2")  # scrubbing runs no forward pass
@@ -115,10 +131,10 @@ def test_stop_keeps_the_partial_trace_and_run_continues_it(page: Any, app_url: s
     page.locator(".st-key-run button:visible").first.click()
     page.locator(".st-key-stop button:visible").first.click()  # as soon as the run shows its Stop button
     settle(page, 1000)
-    expect(page.get_by_test_id("stAlert").filter(has_text="Partial trace")).to_have_count(1)
+    expect(page.locator(f"{PANEL} .dv-notice").filter(has_text="Partial trace")).to_have_count(1)
     stopped_at = int(metric(page, "NFE").inner_text())
     assert 0 < stopped_at < 256
-    press(page, "step")  # same settings: the stopped decode continues from where it was
+    step(page)  # same settings: the stopped decode continues from where it was
     expect(metric(page, "NFE")).to_have_text(str(stopped_at + 1))
 
 
@@ -132,8 +148,8 @@ def test_a_shareable_url_sets_the_widgets(page: Any, app_url: str) -> None:
     expect(page.locator(".st-key-ce input[type='checkbox']")).to_be_checked()
     press(page, "run")
     expect(metric(page, "NFE")).not_to_have_text("")
-    expect(page.locator(".st-key-view")).to_contain_text("persistence runs")
-    expect(page.locator(".st-key-view")).to_contain_text("Kalman bands")
+    expect(page.locator(f"{PANEL} .dv-views")).to_contain_text("persistence runs")
+    expect(page.locator(f"{PANEL} .dv-views")).to_contain_text("Kalman bands")
     snap(page, "decode-cora-ce")
 
 

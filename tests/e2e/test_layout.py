@@ -27,7 +27,7 @@ def test_the_heatmap_is_on_the_first_screen_after_run_on_a_laptop(browser: Any, 
         assert page.locator(".st-key-rule").first.is_visible()  # before a decode the form is open
         press(page, "run")
         expect(metric(page, "NFE")).not_to_have_text("")
-        heatmap = page.locator(".st-key-heatmap .js-plotly-plot").first
+        heatmap = page.locator(".st-key-panel .dv-chart-heatmap .js-plotly-plot").first
         heatmap.wait_for()
         page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "laptop-after-run.png"))

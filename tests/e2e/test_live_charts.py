@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_app_browser import FAST, metric, open_page, press, settle, wait_slider
+from test_app_browser import FAST, PANEL, metric, open_page, press, settle, step, wait_step
 
 pytestmark = pytest.mark.slow
 
@@ -17,44 +17,48 @@ MARK = "() => document.querySelectorAll('.dllm-live-chart').forEach((c) => { c._
 MARKED = "(sel) => document.querySelector(sel)?.__mark === 'kept'"
 
 
-def chart(page: Any, key: str) -> Any:
-    return page.locator(f".st-key-{key} {LIVE}").first
+def where(name: str) -> str:
+    """The CSS selector of the trace panel's chart `name` (heatmap, summary, profile, view)."""
+    return f"{PANEL} .dv-chart-{name} {LIVE}"
 
 
-def drawn(page: Any, key: str) -> None:
-    """Wait until the live chart keyed `key` has finished a draw of its current figure."""
+def chart(page: Any, name: str) -> Any:
+    return page.locator(where(name)).first
+
+
+def drawn(page: Any, name: str) -> None:
+    """Wait until the panel's chart `name` has finished a draw of its current figure."""
     page.wait_for_function("(sel) => { const c = document.querySelector(sel); "
-                           "return c && c.dataset.drawnAt && c.dataset.pending !== '1'; }",
-                           arg=f".st-key-{key} {LIVE}")
+                           "return c && c.dataset.drawnAt && c.dataset.pending !== '1'; }", arg=where(name))
 
 
 def test_a_step_redraws_the_charts_in_place_and_the_playhead_follows_the_scrubber(page: Any, app_url: str) -> None:
     from playwright.sync_api import expect
 
     open_page(page, f"{app_url}/?{FAST}", "run")
-    press(page, "step")
-    press(page, "step")
+    step(page)
+    step(page)
     expect(metric(page, "NFE")).to_have_text("2")
     drawn(page, "heatmap")
     before = chart(page, "heatmap").get_attribute("data-digest")
     page.evaluate(MARK)
-    press(page, "step")
+    step(page)
     expect(metric(page, "NFE")).to_have_text("3")
     page.wait_for_function("([sel, old]) => document.querySelector(sel)?.dataset.digest !== old",
-                           arg=[f".st-key-heatmap {LIVE}", before])
-    for key in ("heatmap", "summary"):  # the same elements, redrawn: never remounted
-        assert page.evaluate(MARKED, f".st-key-{key} {LIVE}"), key
-    assert page.locator(f".st-key-heatmap {LIVE} .js-plotly-plot, .st-key-heatmap {LIVE}.js-plotly-plot").count()
-    wait_slider(page, "t", "2")
+                           arg=[where("heatmap"), before])
+    for name in ("heatmap", "summary"):  # the same elements, redrawn: never remounted
+        assert page.evaluate(MARKED, where(name)), name
+    assert page.locator(f"{where('heatmap')}.js-plotly-plot, {where('heatmap')} .js-plotly-plot").count()
+    wait_step(page, "2")
     expect(chart(page, "summary")).to_have_attribute("data-playhead", "2")
     page.get_by_role("heading", name="Decode").click()
     page.keyboard.press("ArrowLeft")  # scrub back: only the playhead moves, the figure stays
     settle(page)
-    wait_slider(page, "t", "1")
+    wait_step(page, "1")
     expect(chart(page, "summary")).to_have_attribute("data-playhead", "1")
-    strip = page.locator(".st-key-token_strip .dllm-token-strip").first
+    strip = page.locator(f"{PANEL} .dllm-token-strip").first
     expect(strip).to_be_visible()
-    assert page.evaluate(MARKED, f".st-key-summary {LIVE}")
+    assert page.evaluate(MARKED, where("summary"))
 
 
 def test_a_chart_below_the_fold_draws_when_scrolled_to(page: Any, app_url: str) -> None:
@@ -63,19 +67,19 @@ def test_a_chart_below_the_fold_draws_when_scrolled_to(page: Any, app_url: str) 
     page.set_viewport_size({"width": 1280, "height": 600})  # the chosen view lies below the fold
     open_page(page, f"{app_url}/?{FAST}&view=refinement", "run")
     for _ in range(2):
-        press(page, "step")
-    view = chart(page, "view_chart")
+        step(page)
+    view = chart(page, "view")
     view.scroll_into_view_if_needed()
-    drawn(page, "view_chart")
+    drawn(page, "view")
     shown = view.get_attribute("data-digest")
     page.evaluate("() => window.scrollTo(0, 0)")
     page.wait_for_timeout(300)
-    press(page, "step")
+    step(page)
     expect(metric(page, "NFE")).to_have_text("3")
     expect(view).to_have_attribute("data-pending", "1")  # out of sight: it keeps the newest figure, undrawn
     assert view.get_attribute("data-digest") == shown
     view.scroll_into_view_if_needed()
-    drawn(page, "view_chart")
+    drawn(page, "view")
     assert view.get_attribute("data-digest") != shown  # scrolled to: the newest figure, drawn
 
 
@@ -92,14 +96,17 @@ def test_clicking_a_heatmap_column_picks_it_for_the_kalman_bands(page: Any, app_
     x, y = page.evaluate("""(sel) => { const c = document.querySelector(sel); const fl = c._fullLayout;
         const area = c.querySelector('.nsewdrag').getBoundingClientRect();
         c.on('plotly_hover', (e) => { window.__hovered = [String(e.points[0].x), Math.round(e.points[0].y)]; });
-        return [area.left + fl.xaxis.l2p(5), area.top + fl.yaxis.l2p(0)]; }""", f".st-key-heatmap {LIVE}")
+        return [area.left + fl.xaxis.l2p(5), area.top + fl.yaxis.l2p(0)]; }""", where("heatmap"))
     page.mouse.move(x, y)
     page.wait_for_function("() => window.__hovered")
     hovered, row = page.evaluate("window.__hovered")
     page.mouse.click(x, y)
     settle(page, 800)
-    picked = page.locator(".st-key-kalman_pos")
+    picked = page.locator(f"{PANEL} .dv-kalman")
     expect(picked).to_be_visible(timeout=30_000)
-    expect(picked).to_contain_text(hovered)
-    wait_slider(page, "t", str(row))  # the scrubber moved to the clicked row
-    expect(page.locator(".st-key-view")).to_contain_text("Kalman bands")
+    expect(picked.locator("button")).to_contain_text([hovered])  # its chip, removable
+    wait_step(page, str(row))  # the scrubber moved to the clicked row
+    expect(page.locator(f"{PANEL} .dv-views button[aria-pressed='true']")).to_have_text("Kalman bands")
+    picked.locator("button").first.click()  # drop it again
+    settle(page)
+    expect(picked.locator("button")).to_have_count(0)
