@@ -252,11 +252,20 @@ function render(panel, data) {
   showViews(panel, body);
   showKalman(panel, body.kalman);
   setText(panel.find("dv-view-note"), body.view_note || "");
-  for (const name of CHARTS) {
-    const chart = (body.charts || {})[name];
-    panel.find("dv-chart-" + name).classList.toggle("dv-hidden", !chart);
-    if (chart) showChart(panel.charts[name], chart);
-  }
+  // The heatmap first; the other charts after the browser has painted it (one thread draws them
+  // all, and a Step's news is the heatmap's new row).
+  const charts = body.charts || {};
+  for (const name of CHARTS) panel.find("dv-chart-" + name).classList.toggle("dv-hidden", !charts[name]);
+  if (charts.heatmap) showChart(panel.charts.heatmap, charts.heatmap);
+  const token = (panel.drawToken = (panel.drawToken || 0) + 1);
+  afterPaint(() => {
+    if (token !== panel.drawToken) return;  // a newer payload came first: it draws them
+    for (const name of CHARTS.slice(1)) if (charts[name]) showChart(panel.charts[name], charts[name]);
+  });
+}
+
+function afterPaint(callback) {
+  requestAnimationFrame(() => setTimeout(callback, 0));
 }
 
 export default function (component) {
