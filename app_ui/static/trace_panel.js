@@ -3,15 +3,18 @@
 // after that only updates what changed: texts, the token strip's HTML, and the live charts
 // (chart_core.js, sent in front of this file). Nothing here computes on the trace.
 const CHARTS = ["heatmap", "summary", "profile", "view"];
+// Colours come from Streamlit's theme variables (light and dark), with the light theme's as fallback.
 const CSS = `
 .dv-panel { display: flex; flex-direction: column; gap: 0.6rem; font-size: 0.95rem; }
 .dv-panel button { font: inherit; padding: 0.25rem 0.8rem; border-radius: 0.5rem; cursor: pointer;
-  border: 1px solid rgba(128, 128, 128, 0.45); background: transparent; color: inherit; min-height: 2.3rem; }
-.dv-panel button:hover:not(:disabled) { border-color: #ff4b4b; color: #ff4b4b; }
+  border: 1px solid var(--st-border-color, rgba(49, 51, 63, 0.2)); background: transparent; color: inherit;
+  min-height: 2.3rem; }
+.dv-panel button:hover:not(:disabled) { border-color: var(--st-primary-color, #ff4b4b); color: var(--st-primary-color, #ff4b4b); }
 .dv-panel button:disabled { opacity: 0.45; cursor: not-allowed; }
-.dv-panel button[aria-pressed="true"] { border-color: #ff4b4b; color: #ff4b4b; background: rgba(255, 75, 75, 0.08); }
+.dv-panel button[aria-pressed="true"] { border-color: var(--st-primary-color, #ff4b4b);
+  color: var(--st-primary-color, #ff4b4b); }
 .dv-controls { display: flex; align-items: center; gap: 0.5rem; }
-.dv-controls .dv-scrub { flex: 1; accent-color: #ff4b4b; }
+.dv-controls .dv-scrub { flex: 1; accent-color: var(--st-primary-color, #ff4b4b); }
 .dv-stepno { min-width: 7.5rem; text-align: right; opacity: 0.8; font-variant-numeric: tabular-nums; }
 .dv-row { display: flex; gap: 1rem; }
 .dv-col { flex: 1 1 0; min-width: 0; }
@@ -22,10 +25,12 @@ const CSS = `
 .dv-notice.info { background: rgba(28, 131, 225, 0.12); }
 .dv-notice.error { background: rgba(255, 43, 43, 0.12); }
 .dv-output { white-space: pre-wrap; word-break: break-word; font-family: "Source Code Pro", monospace;
-  font-size: 0.85rem; padding: 0.7rem 0.9rem; border-radius: 0.5rem; background: rgba(128, 128, 128, 0.1);
+  font-size: 0.85rem; padding: 0.7rem 0.9rem; border-radius: 0.5rem;
+  background: var(--st-secondary-background-color, rgba(128, 128, 128, 0.1));
   margin: 0.3rem 0 0.6rem; }
 .dv-metrics { display: flex; gap: 0.75rem; }
-.dv-metric { flex: 1 1 0; border: 1px solid rgba(128, 128, 128, 0.35); border-radius: 0.5rem; padding: 0.5rem 0.9rem; }
+.dv-metric { flex: 1 1 0; border: 1px solid var(--st-border-color, rgba(49, 51, 63, 0.2)); border-radius: 0.5rem;
+  padding: 0.5rem 0.9rem; }
 .dv-metric-label { font-size: 0.85rem; opacity: 0.8; }
 .dv-metric-value { font-size: 1.7rem; line-height: 1.3; font-variant-numeric: tabular-nums; }
 .dv-metric-delta { font-size: 0.8rem; opacity: 0.65; }
