@@ -109,6 +109,11 @@ CHART_READY = "(sel) => { const box = document.querySelector(sel); if (!box) ret
               "return box.querySelector('.js-plotly-plot') ? performance.now() : 0; }"
 
 
+# Milliseconds from the last input to the newest finished draw of the live chart at `sel`.
+HEATMAP_DRAWN = "(sel) => Number(document.querySelector(sel + ' .dllm-live-chart').dataset.drawnAt) " \
+                "- performance.timeOrigin - window.__input"
+
+
 def timed(page: Any, action: Any, ready: str | None = None) -> float:
     """Seconds from the input event of `action()` (pointer down or key down, on the browser's clock)
     to the end of the rerun it caused, or to the chart at selector `ready` being drawn if that is later;
@@ -188,16 +193,19 @@ def step_timings(url: str, page: Any, out: dict[str, Any], steps: int = 6) -> No
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
     page.locator(".st-key-reset button").first.click()
     page.locator(IDLE).wait_for(state="attached")
-    latencies, beyond, drawn = [], [], []
+    latencies, beyond, heatmap, drawn = [], [], [], []
     for _ in range(steps):
         before = decode_seconds(page)
         latency = timed(page, lambda: page.locator(".st-key-panel .dv-step").click())
+        all_drawn = drawn_after(page)
         forward = decode_seconds(page) - before
         latencies.append(latency)
         beyond.append(latency - forward)
-        drawn.append(drawn_after(page))
+        heatmap.append(page.evaluate(HEATMAP_DRAWN, HEATMAP) / 1000 - forward)
+        drawn.append(all_drawn)
     out["step click to view (s)"] = latencies
     out["step beyond its forward pass (s)"] = beyond
+    out["step beyond its forward pass, to the heatmap drawn (s)"] = heatmap
     out["step click to its charts drawn (s)"] = drawn
 
 
