@@ -24,6 +24,7 @@ below the panel, so nothing is lost.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import cache, partial
@@ -77,12 +78,21 @@ def chosen_view(names: list[str], prefix: str) -> str:
     return picked
 
 
+def picked_positions(trace: Trace, prefix: str) -> list[int]:
+    """The Kalman positions the user picked that this trace has (a pick made on a longer decode,
+    or sent by a tampered page, is dropped here rather than failing a figure)."""
+    key = f"{prefix}kalman_pos"
+    kept = [p for p in st.session_state.get(key, []) if isinstance(p, int) and 0 <= p < trace.gen_length]
+    st.session_state[key] = kept[-MAX_PANELS:]
+    return st.session_state[key]
+
+
 def _view_chart(trace: Trace, version: int, prefix: str, name: str,
                 build: Callable[[], go.Figure]) -> tuple[go.Figure | None, str | None]:
     """The chosen view's figure (built once per trace version and positions picked), or why not."""
     key = f"{prefix}view:{name}"
     if name == KALMAN_VIEW:
-        picked = list(st.session_state.get(f"{prefix}kalman_pos", []))
+        picked = picked_positions(trace, prefix)
         build, key = (lambda: figures.kalman_forecast_bands(trace, positions=picked or None)), f"{key}:{picked}"
     try:
         return cached_figure(key, version, build), None
@@ -140,7 +150,7 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
     body["view"] = name
     if name == KALMAN_VIEW:
         labels = [html.unescape(label) for label in figures.position_labels(trace)]
-        body["kalman"] = {"picked": [[p, labels[p]] for p in st.session_state.get(f"{prefix}kalman_pos", [])],
+        body["kalman"] = {"picked": [[p, labels[p]] for p in picked_positions(trace, prefix)],
                           "labels": labels, "limit": MAX_PANELS}
     fig, note = _view_chart(trace, version, prefix, name, views[name])
     if fig is None:
@@ -160,7 +170,7 @@ def _on(prefix: str, event: str, apply: Callable[[Any], None]) -> Callable[[], N
 
 
 def _scrub(prefix: str, value: Any) -> None:
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         st.session_state[f"{prefix}t"] = int(value)
 
 
@@ -171,8 +181,8 @@ def _view(prefix: str, names: list[str], value: Any) -> None:
             st.query_params["view"] = value
 
 
-def _pick(prefix: str, value: Any) -> None:
-    if isinstance(value, int):
+def _pick(prefix: str, length: int, value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < length:
         key = f"{prefix}kalman_pos"
         st.session_state[key] = toggled(list(st.session_state.get(key, [])), value)
 
@@ -187,6 +197,7 @@ def trace_panel(trace: Trace | None, version: int, *, prefix: str = "", on_step:
     payload, fallbacks = panel_payload(trace, version, prefix, stepping=on_step is not None, can_step=can_step,
                                        notices=notices)
     views = [] if payload["trace"] is None else payload["trace"]["views"]
+    length = 0 if trace is None else trace.gen_length
 
     def cell(value: Any) -> None:
         if trace is not None:
@@ -199,8 +210,8 @@ def trace_panel(trace: Trace | None, version: int, *, prefix: str = "", on_step:
         "on_scrub_change": _on(prefix, "scrub", partial(_scrub, prefix)),
         "on_view_change": _on(prefix, "view", partial(_view, prefix, views)),
         "on_cell_change": _on(prefix, "cell", cell),
-        "on_unpick_change": _on(prefix, "unpick", partial(_pick, prefix)),
-        "on_pick_change": _on(prefix, "pick", partial(_pick, prefix)),
+        "on_unpick_change": _on(prefix, "unpick", partial(_pick, prefix, length)),
+        "on_pick_change": _on(prefix, "pick", partial(_pick, prefix, length)),
     }
     _component()(data=payload, key=f"{prefix}panel", **callbacks)
     for key, fig, playhead in fallbacks:

@@ -256,6 +256,13 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
     assert kalman and sorted(k for k in kalman[0]["layout"] if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
     trigger(at, "unpick", 3)
     assert at.session_state["kalman_pos"] == [5]
+    for bad in (10_000, -1, "7", True, None):  # what a tampered page could send: ignored, never a crash
+        trigger(at, "pick", bad)
+        trigger(at, "scrub", bad)
+    assert at.session_state["kalman_pos"] == [5] and not errors(at)
+    at.session_state["kalman_pos"] = [5, 400]  # picked on a longer decode: this gen-32 trace has no 400
+    at.run()
+    assert at.session_state["kalman_pos"] == [5] and not at.exception
     label = panel(at)["trace"]["kalman"]["labels"][7]
     trigger(at, "cell", {"x": label, "y": 1.0})  # a heatmap click: the scrubber jumps, its column is picked
     assert at.session_state["kalman_pos"] == [5, 7] and panel(at)["trace"]["step"] == 1
