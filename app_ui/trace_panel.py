@@ -5,9 +5,13 @@ Why one component: a Decode Step reruns the panel's fragment, and Streamlit re-r
 element in it. With ~20 Streamlit elements (buttons, scrubber, metrics, view selector) around
 the live charts a Step cost 0.15-0.23 s beyond its forward pass; a probe with the same charts
 in one component measured 0.12 s (tests/e2e/one_component_probe.py, BENCHMARKS.md, issue #23).
-So the panel sends one payload per run (`panel_payload`, plain data, built here) and
-static/trace_panel.js lays it out and keeps every part mounted: charts are redrawn in place
-(static/chart_core.js), text and HTML are set only when they change.
+So the panel sends one payload per run (plain data, built here) and static/trace_panel.js lays
+it out and keeps every part mounted: charts are redrawn in place (static/chart_core.js), text
+and HTML are set only when they change. The payload comes in two parts, each its own element:
+`panel_payload` (controls, heatmap, numbers, output, token strip, view buttons) and then
+`panel_rest` (the per-step summary, the profile and the view chart, carried by an element that
+shows nothing itself), so the browser draws the heatmap while the server builds the rest; both
+carry the run's number, and the browser joins only parts of the same run.
 
 The browser reports what the user did as triggers, each turned into session state by a
 callback before the run that follows (so that run shows its effect): `step` (the Step button
@@ -51,6 +55,13 @@ KALMAN_HINT = "; its column joins the Kalman bands (click again to drop it)."
 @cache
 def _component() -> Any:
     return st.components.v2.component("dllm_viz.trace_panel", js=page_script("chart_core.js", "trace_panel.js"),
+                                      isolate_styles=False)
+
+
+@cache
+def _rest_component() -> Any:
+    """The carrier of the panel's second part: an element that shows nothing itself."""
+    return st.components.v2.component("dllm_viz.trace_panel_rest", js=page_script("trace_panel_rest.js"),
                                       isolate_styles=False)
 
 
@@ -100,17 +111,32 @@ def _view_chart(trace: Trace, version: int, prefix: str, name: str,
         return None, f"The {name} view has nothing to show yet: {exc}"
 
 
+def _chart(charts: dict[str, Any], fallbacks: Fallbacks, prefix: str, version: int, name: str, fig_key: str,
+           build: Callable[[], go.Figure], *, playhead: int | None = None, clickable: bool = False,
+           per_version: bool = True) -> None:
+    """Add chart `name` to `charts` (its JSON built once per trace version unless `per_version` is
+    off), or to `fallbacks` when the browser cannot draw it as a live chart."""
+    fig = cached_figure(fig_key, version, build) if per_version else build()
+    spec = cached_figure(f"{fig_key}:spec", version, lambda: chart_spec(fig)) if per_version else chart_spec(fig)
+    if spec is None:
+        fallbacks.append((f"{prefix}{name}", fig, playhead))
+    else:
+        charts[name] = chart_data(spec, playhead=playhead, clickable=clickable)
+
+
 def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, stepping: bool = False,
                   can_step: bool = True,
                   notices: list[dict[str, str]] | None = None) -> tuple[dict[str, Any], Fallbacks]:
-    """The component's data for this run, and the figures it cannot draw (for st.plotly_chart).
+    """The component's data for this run, first part: everything but the charts `panel_rest`
+    sends (so the browser draws the heatmap while the server builds those), and the figures it
+    cannot draw (for st.plotly_chart).
 
     Everything is plain data: texts, numbers, escaped HTML built by dllm_viz.figures, and each
     chart's JSON (built once per trace version; the playhead is sent apart, so scrubbing does
     not resend a changed figure).
     """
-    payload: dict[str, Any] = {"stepping": stepping, "can_step": can_step, "notices": list(notices or []),
-                               "trace": None}
+    payload: dict[str, Any] = {"key": f"{prefix}panel", "stepping": stepping, "can_step": can_step,
+                               "notices": list(notices or []), "trace": None}
     fallbacks: Fallbacks = []
     if trace is None:
         return payload, fallbacks
@@ -120,44 +146,48 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
             f"{int((trace.commit_step < 0).sum())} positions still masked (▒ in the output).")})
     step = shown_step(trace, version, prefix)
     charts: dict[str, Any] = {}
-
-    def chart(name: str, fig_key: str, build: Callable[[], go.Figure], *, playhead: int | None = None,
-              clickable: bool = False, per_version: bool = True) -> None:
-        fig = cached_figure(fig_key, version, build) if per_version else build()
-        spec = cached_figure(f"{fig_key}:spec", version, lambda: chart_spec(fig)) if per_version else chart_spec(fig)
-        if spec is None:
-            fallbacks.append((f"{prefix}{name}", fig, playhead))
-        else:
-            charts[name] = chart_data(spec, playhead=playhead, clickable=clickable)
-
-    views = {view.name: partial(view.build, trace) for view in figures.views_for(trace)}
+    views = [view.name for view in figures.views_for(trace)]
     body: dict[str, Any] = {
         "label": trace.meta.label, "output": figures.output_text(trace), "cut_off": cut_off_message(trace),
         "metrics": [asdict(card) for card in metric_cards(trace)], "edits": edits_note(trace),
         "step": step, "steps": trace.num_steps, "nfe": trace.nfe, "seconds": trace.summary()["seconds"],
         "heat_hint": HEAT_HINT + (KALMAN_HINT if KALMAN_VIEW in views else "."),
-        "views": list(views), "view": None, "view_note": None, "kalman": None, "charts": charts,
+        "views": views, "view": None, "kalman": None, "charts": charts,
     }
     payload["trace"] = body
     if trace.num_steps == 0:
         return payload, fallbacks
     body["strip"] = figures.token_strip_html(trace, step)
-    chart("heatmap", f"{prefix}heatmap", lambda: figures.confidence_heatmap(trace), clickable=True)
-    chart("summary", f"{prefix}summary", lambda: figures.step_summary_strip(trace), playhead=step)
-    if all(name in trace.extras for name in figures.VOLATILITY_NEEDS):
-        chart("profile", f"{prefix}profile", lambda: figures.volatility_profile(trace, step), per_version=False)
-    name = chosen_view(list(views), prefix)
-    body["view"] = name
+    _chart(charts, fallbacks, prefix, version, "heatmap", f"{prefix}heatmap", lambda: figures.confidence_heatmap(trace),
+           clickable=True)
+    body["view"] = name = chosen_view(views, prefix)
     if name == KALMAN_VIEW:
         labels = [html.unescape(label) for label in figures.position_labels(trace)]
         body["kalman"] = {"picked": [[p, labels[p]] for p in picked_positions(trace, prefix)],
                           "labels": labels, "limit": MAX_PANELS}
-    fig, note = _view_chart(trace, version, prefix, name, views[name])
-    if fig is None:
-        body["view_note"] = note
-    else:
-        chart("view", f"{prefix}view_chart", lambda: fig, per_version=False)
     return payload, fallbacks
+
+
+def panel_rest(trace: Trace | None, version: int, prefix: str = "") -> tuple[dict[str, Any], Fallbacks]:
+    """The component's data for this run, second part: the per-step summary (with its playhead),
+    the volatility profile and the chosen view's chart (or why it has nothing to show), sent
+    after the first part. Call after `panel_payload` (it settles the step and the view)."""
+    rest: dict[str, Any] = {"panel": f"{prefix}panel", "charts": {}, "view_note": None}
+    fallbacks: Fallbacks = []
+    if trace is None or trace.num_steps == 0:
+        return rest, fallbacks
+    step, charts = int(st.session_state[f"{prefix}t"]), rest["charts"]
+    _chart(charts, fallbacks, prefix, version, "summary", f"{prefix}summary", lambda: figures.step_summary_strip(trace),
+           playhead=step)
+    if all(name in trace.extras for name in figures.VOLATILITY_NEEDS):
+        _chart(charts, fallbacks, prefix, version, "profile", f"{prefix}profile",
+               lambda: figures.volatility_profile(trace, step), per_version=False)
+    views = {view.name: partial(view.build, trace) for view in figures.views_for(trace)}
+    name = chosen_view(list(views), prefix)
+    fig, rest["view_note"] = _view_chart(trace, version, prefix, name, views[name])
+    if fig is not None:
+        _chart(charts, fallbacks, prefix, version, "view", f"{prefix}view_chart", lambda: fig, per_version=False)
+    return rest, fallbacks
 
 
 def _on(prefix: str, event: str, apply: Callable[[Any], None]) -> Callable[[], None]:
@@ -213,6 +243,12 @@ def trace_panel(trace: Trace | None, version: int, *, prefix: str = "", on_step:
         "on_unpick_change": _on(prefix, "unpick", partial(_pick, prefix, length)),
         "on_pick_change": _on(prefix, "pick", partial(_pick, prefix, length)),
     }
+    # Both parts carry this run's number, so the browser never draws one run's summary under
+    # another run's heatmap.
+    run = payload["run"] = st.session_state[f"{prefix}panel_run"] = st.session_state.get(f"{prefix}panel_run", 0) + 1
     _component()(data=payload, key=f"{prefix}panel", **callbacks)
-    for key, fig, playhead in fallbacks:
+    rest, more = panel_rest(trace, version, prefix)
+    rest["run"] = run
+    _rest_component()(data=rest, key=f"{prefix}panel_rest")
+    for key, fig, playhead in fallbacks + more:
         fallback_chart(fig, key=key, playhead=playhead)

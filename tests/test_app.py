@@ -80,8 +80,16 @@ def panel_element(at: AppTest, key: str = "panel") -> Any:
 
 
 def panel(at: AppTest, key: str = "panel") -> dict[str, Any]:
-    """What the trace panel was sent this run: its payload (`trace` is None before a decode)."""
-    return dict(json.loads(panel_element(at, key).proto.json))
+    """What the trace panel was sent this run, both parts in one (`trace` is None before a decode):
+    the first part's payload, with the second part's charts and view note merged into `trace`."""
+    payload = dict(json.loads(panel_element(at, key).proto.json))
+    rest = next(json.loads(c.proto.json) for c in at.get("bidi_component")
+                if c.proto.component_name.endswith("trace_panel_rest") and c.proto.id.endswith(f"{key}_rest"))
+    assert rest["run"] == payload["run"] and rest["panel"] == payload["key"] == key
+    if payload["trace"] is not None:
+        payload["trace"]["charts"].update(rest["charts"])
+        payload["trace"]["view_note"] = rest["view_note"]
+    return payload
 
 
 def trigger(at: AppTest, event: str, value: Any, key: str = "panel") -> AppTest:
@@ -127,7 +135,8 @@ def charts(at: AppTest) -> list[dict[str, Any]]:
     """Every figure on the page: the trace panel's (heatmap first), the live charts' (app_ui.live_chart),
     then st.plotly_chart's."""
     live = [json.loads(c.proto.json) for c in at.get("bidi_component") if c.proto.WhichOneof("data") == "json"]
-    specs = [d for data in live for d in ((data.get("trace") or {}).get("charts") or {}).values()]
+    specs = [d for data in live for d in ((data.get("trace") or {}).get("charts") or {}).values()]  # the panel's
+    specs += [d for data in live if "panel" in data for d in data["charts"].values()]  # its second part's
     specs += [d for d in live if d.get("spec")]
     return [json.loads(d["spec"]) for d in specs] + [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 

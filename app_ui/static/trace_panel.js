@@ -256,15 +256,24 @@ function render(panel, data) {
   setHtml(panel.find("dv-strip"), body.strip || "");
   showViews(panel, body);
   showKalman(panel, body.kalman);
-  setText(panel.find("dv-view-note"), body.view_note || "");
-  // The heatmap first; the other charts after the browser has painted it (one thread draws them
-  // all, and a Step's news is the heatmap's new row).
-  const charts = body.charts || {};
-  for (const name of CHARTS) panel.find("dv-chart-" + name).classList.toggle("dv-hidden", !charts[name]);
-  if (charts.heatmap) showChart(panel.charts.heatmap, charts.heatmap);
-  const token = (panel.drawToken = (panel.drawToken || 0) + 1);
+  const heatmap = (body.charts || {}).heatmap;
+  panel.find("dv-chart-heatmap").classList.toggle("dv-hidden", !heatmap);
+  if (heatmap) showChart(panel.charts.heatmap, heatmap);
+  const rest = (window.__dllmVizRest || {})[data.key];
+  if (rest && rest.run === data.run) panel.rest(rest);  // the second part came first
+}
+
+// The second part of a run (trace_panel_rest.js): the other charts, drawn after the browser has
+// painted the heatmap (one thread draws every chart; a Step's news is the heatmap's new row).
+function drawRest(panel, rest) {
+  if (!panel.data || rest.run !== panel.data.run || panel.restDrawn === rest.run) return;
+  panel.restDrawn = rest.run;
+  const body = panel.data.trace;
+  const charts = body && body.steps ? rest.charts : {};
+  setText(panel.find("dv-view-note"), rest.view_note || "");
+  for (const name of CHARTS.slice(1)) panel.find("dv-chart-" + name).classList.toggle("dv-hidden", !charts[name]);
   afterPaint(() => {
-    if (token !== panel.drawToken) return;  // a newer payload came first: it draws them
+    if (panel.restDrawn !== rest.run) return;  // a newer run came first: it draws them
     for (const name of CHARTS.slice(1)) if (charts[name]) showChart(panel.charts[name], charts[name]);
   });
 }
@@ -277,7 +286,10 @@ export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   const panel = parentElement.__dllmVizPanel || mountPanel(parentElement, setTriggerValue);
   panel.send = setTriggerValue;
+  panel.rest = (rest) => drawRest(panel, rest);
   window.__dllmVizPanel = panel;
+  window.__dllmVizPanels = window.__dllmVizPanels || {};
+  window.__dllmVizPanels[data.key] = panel;
   listenToKeys();
   render(panel, data);
 }
