@@ -453,3 +453,30 @@ def test_trains_on_cuda_and_resumes_on_cpu(tmp_path: Path) -> None:
     assert "cuda" in section["trained_on"]
     second = train(run_dir, replace(TINY, max_steps=5), resume=True, export_dir=None)
     assert second["step"] == 5
+
+
+@pytest.mark.parametrize(("flags", "native"), [("fpu sse avx2 avx512f", False), ("fpu avx2 avx512_bf16", True),
+                                               ("fpu amx_bf16 amx_tile", True)])
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
+    from dllm_viz.train.cpu_bf16 import bf16_warning, native_bf16
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: {flags}\n\n"
+                    f"processor\t: 1\nflags\t\t: {flags}\n")
+    assert native_bf16(info) is native
+    assert (bf16_warning(info) is None) is native
+    assert native or "--precision fp32" in str(bf16_warning(info))
+    assert native_bf16(tmp_path / "missing") is None and bf16_warning(tmp_path / "missing") is None
+    (tmp_path / "arm").write_text("processor\t: 0\nFeatures\t: fp asimd bf16\n")
+    assert native_bf16(tmp_path / "arm") is None  # not x86 flags: unknown, no warning
+
+
+def test_bf16_training_on_a_cpu_without_native_bf16_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dllm_viz.train import tiny
+
+    monkeypatch.setattr(tiny, "bf16_warning", lambda: "warning: no native bf16")
+    config = replace(TINY, adaptive_threads=False, num_threads=1, minutes=1e9, max_steps=1, eval_every=1)
+    lines: list[str] = []
+    train(tmp_path / "bf16", replace(config, precision="bf16"), export_dir=None, progress=lines.append)
+    train(tmp_path / "fp32", config, export_dir=None, progress=lines.append)
+    assert lines.count("warning: no native bf16") == 1  # the bf16 run only

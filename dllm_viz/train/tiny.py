@@ -32,6 +32,7 @@ from dllm_viz.train.checkpoint import (
     save_checkpoint,
 )
 from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
+from dllm_viz.train.cpu_bf16 import bf16_warning
 from dllm_viz.train.data import PROMPT_TEMPLATE, Batch
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, heldout_metrics, masked_loss
 from dllm_viz.train.prefetch import BatchSource
@@ -261,6 +262,8 @@ def _run_session(run: _Run, progress: Progress) -> dict[str, Any]:
         f"model {num_params / 1e6:.2f}M params, start step {state.step}, "
         f"budget {config.minutes:.1f} min, loss weighting {config.loss_weighting}, {config.precision}"
     )
+    if config.device == "cpu" and config.precision == "bf16" and (warning := bf16_warning()):
+        progress(warning)
     label = device_label(config.device, config.num_threads)  # recorded for the model card
     if not state.trained_on or state.trained_on[-1] != label:
         state.trained_on.append(label)
