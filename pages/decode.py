@@ -177,7 +177,7 @@ def panel() -> None:
     errors = st.container()  # always here, so the panel below keeps its place in the page
     if error := st.session_state.pop("play_error", None):
         errors.error(error)
-    notices = []
+    notices: list[dict[str, str]] = []
     held: Stepper | None = st.session_state.get("stepper")
     if held is not None and held.signature != signature and not (step or playing):
         notices.append({"kind": "info", "text": "Settings changed since this decode started: Step, Play and Run "

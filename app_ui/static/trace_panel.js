@@ -129,6 +129,11 @@ function mountPanel(parent, send) {
     const next = Math.min(Math.max(body.step + delta, 0), body.steps - 1);
     if (next !== body.step) panel.send("scrub", next);
   };
+  // A mouse click does not focus the panel's buttons: a focused button would take the next Space
+  // (Play's shortcut) as a click of its own. Keyboard focus (Tab) is untouched.
+  root.addEventListener("mousedown", (event) => {
+    if (event.target.closest && event.target.closest("button")) event.preventDefault();
+  });
   find("dv-step").addEventListener("click", panel.step);
   find("dv-back").addEventListener("click", () => panel.scrubBy(-1));
   find("dv-fwd").addEventListener("click", () => panel.scrubBy(1));
