@@ -99,7 +99,8 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
     snap(page, "decode")
     step(page)  # the finished decode is replaced by a fresh one, one forward pass in
     expect(metric(page, "NFE")).to_have_text("1")
-    page.get_by_role("heading", name="Decode").click()  # focus the page, not a widget
+    # The keys right after a click on the panel's Step button: the click left no focus on it, so
+    # a Space below plays instead of pressing the button again
     page.keyboard.press("ArrowRight")  # the Step button's shortcut
     settle(page)
     expect(metric(page, "NFE")).to_have_text("2")
@@ -112,6 +113,7 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
     settle(page)
     assert strip.inner_html() != strip_at_1
     expect(metric(page, "NFE")).to_have_text("2")  # scrubbing runs no forward pass
+    expect(page.locator(f"{PANEL} .dv-step")).not_to_be_focused()
     page.keyboard.press("Space")  # Play: the fragment's timer runs one forward pass per tick
     # at least 5 (a fast machine's ticks can step past any one value between two polls)
     expect(metric(page, "NFE")).to_have_text(re.compile(r"^([5-9]|[1-9][0-9]+)$"), timeout=20_000)
