@@ -193,7 +193,7 @@ def step_timings(url: str, page: Any, out: dict[str, Any], steps: int = 6) -> No
     open_app(page, f"{url}/?gen=128&rule=threshold", "run")
     page.locator(".st-key-reset button").first.click()
     page.locator(IDLE).wait_for(state="attached")
-    latencies, beyond, heatmap, drawn = [], [], [], []
+    latencies, beyond, heatmap, drawn, drawn_beyond = [], [], [], [], []
     for _ in range(steps):
         before = decode_seconds(page)
         latency = timed(page, lambda: page.locator(".st-key-panel .dv-step").click())
@@ -203,10 +203,12 @@ def step_timings(url: str, page: Any, out: dict[str, Any], steps: int = 6) -> No
         beyond.append(latency - forward)
         heatmap.append(page.evaluate(HEATMAP_DRAWN, HEATMAP) / 1000 - forward)
         drawn.append(all_drawn)
+        drawn_beyond.append(all_drawn - forward)
     out["step click to view (s)"] = latencies
     out["step beyond its forward pass (s)"] = beyond
     out["step beyond its forward pass, to the heatmap drawn (s)"] = heatmap
     out["step click to its charts drawn (s)"] = drawn
+    out["step beyond its forward pass, to every chart drawn (s)"] = drawn_beyond
 
 
 def app_timings(url: str, page: Any, *, only_steps: bool = False) -> dict[str, Any]:
