@@ -480,3 +480,76 @@ def test_bf16_training_on_a_cpu_without_native_bf16_says_so(tmp_path: Path, monk
     train(tmp_path / "bf16", replace(config, precision="bf16"), export_dir=None, progress=lines.append)
     train(tmp_path / "fp32", config, export_dir=None, progress=lines.append)
     assert lines.count("warning: no native bf16") == 1  # the bf16 run only
+
+
+def test_add_words_makes_each_name_one_token_and_keeps_every_id(tmp_path: Path) -> None:
+    import dllm_viz
+    from dllm_viz.tasks.parallelbench import NAME_WORDS
+    from dllm_viz.train.tokenizer import add_words, load_tokenizer
+
+    tokenizer = load_tokenizer(str(Path(dllm_viz.__file__).parent / "assets" / "tiny"))
+    line = 'Waiting line: ["Noah Fox", "Mia Price"]\nCopy the line exactly.'
+    nameless = "Question: What is 12 + 5?\nAnswer:\n12 + 5 = 17\n#### 17"
+    before, size = tokenizer.encode(nameless, add_special_tokens=False), len(tokenizer)
+    added = add_words(tokenizer, NAME_WORDS)
+    assert added and all(len(ids) > 1 for ids in added.values()) and len(tokenizer) == size + len(added)
+    assert all(len(tokenizer.encode(word, add_special_tokens=False)) == 1 for word in NAME_WORDS)
+    assert tokenizer.decode(tokenizer.encode(line, add_special_tokens=False)) == line  # text round-trips exactly
+    assert [tokenizer.decode([i]) for i in tokenizer.encode('"Noah Fox"', add_special_tokens=False)] == \
+        ['"', "Noah", " Fox", '"']
+    assert tokenizer.convert_tokens_to_ids(list(added)) == list(range(size, size + len(added)))  # the next ids
+    assert tokenizer.encode(nameless, add_special_tokens=False) == before  # text without names: the same ids
+    assert add_words(tokenizer, NAME_WORDS) == {}  # a second time: nothing left to add
+    tokenizer.save_pretrained(str(tmp_path))
+    assert load_tokenizer(str(tmp_path)).encode(line, add_special_tokens=False) == tokenizer.encode(
+        line, add_special_tokens=False)
+
+
+def test_grown_rows_start_each_word_at_the_mean_of_its_pieces() -> None:
+    from dllm_viz.train.tiny import VOCAB_ROWS, grown_rows
+
+    weights = {name: torch.arange(12.0).reshape(6, 2) for name in VOCAB_ROWS} | {"other": torch.ones(3)}
+    grown = grown_rows(weights, {"Noah": [0, 2], " Fox": [5]}, vocab=8)
+    for name in VOCAB_ROWS:
+        assert torch.equal(grown[name][:6], weights[name])
+        assert torch.equal(grown[name][6], torch.tensor([2.0, 3.0])) and torch.equal(grown[name][7], weights[name][5])
+    assert grown["other"] is weights["other"] and grown_rows(weights, {}, vocab=6) is weights
+    with pytest.raises(ValueError, match="another tokenizer"):
+        grown_rows(weights, {"Noah": [0, 2]}, vocab=9)
+
+
+def test_a_warm_start_with_name_tokens_grows_the_vocabulary_and_keeps_the_old_rows(tmp_path: Path) -> None:
+    from dllm_viz.tasks.parallelbench import NAME_WORDS
+    from dllm_viz.train.tokenizer import load_tokenizer
+
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    old = AutoModelForCausalLM.from_pretrained(export_dir).state_dict()
+    lines: list[str] = []
+    # another arithmetic difficulty forgets the export's best score, so this run exports its own
+    other = replace(TINY, max_steps=4, lr=1e-9, name_tokens=True, data=replace(TINY.data, max_result=150))
+    train(tmp_path / "second", other, export_dir=tmp_path / "export2", progress=lines.append, init_from=export_dir)
+    tokenizer = load_tokenizer(str(tmp_path / "export2"))
+    assert all(len(tokenizer.encode(word, add_special_tokens=False)) == 1 for word in NAME_WORDS)
+    new = AutoModelForCausalLM.from_pretrained(tmp_path / "export2").state_dict()
+    rows = new["model.embed_tokens.weight"]
+    assert rows.shape[0] == len(tokenizer) > old["model.embed_tokens.weight"].shape[0]
+    kept = old["model.embed_tokens.weight"].shape[0]
+    assert torch.allclose(rows[:kept], old["model.embed_tokens.weight"], atol=1e-4)  # lr 1e-9: one step moved nothing
+    assert any(line.startswith("name tokens:") for line in lines)
+    card = (tmp_path / "export2" / "MODEL_CARD.md").read_text()
+    assert "ParallelBench names as tokens" in card
+    from dllm_viz import decode, load
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.policies import Pipeline
+
+    adapter = load(str(tmp_path / "export2"), device="cpu")  # the app's loader reads the grown model
+    assert len(adapter.encode_text('"Noah Fox"')) == 4
+    prompt = adapter.encode_prompt('Waiting line: ["Noah Fox", "Mia Price"]\nCopy the line exactly.')
+    assert decode(adapter, prompt, Pipeline.from_names("threshold", block_length=8), DecodeConfig(gen_length=8)).nfe
+    again: list[str] = []  # continuing from that export without the flag keeps its tokenizer and says so
+    third = replace(TINY, max_steps=5, data=replace(TINY.data, max_result=120))
+    train(tmp_path / "third", third, export_dir=tmp_path / "export3", progress=again.append,
+          init_from=tmp_path / "export2")
+    assert not any(line.startswith("name tokens:") for line in again)
+    assert "ParallelBench names as tokens" in (tmp_path / "export3" / "MODEL_CARD.md").read_text()

@@ -118,6 +118,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bf16: the training forward/backward under bfloat16 autocast (about 2x faster on a CPU "
         "with AVX512-BF16 or AMX, and on a GPU); weights and evaluation stay fp32",
     )  # fmt: skip
+    parser.add_argument(
+        "--name-tokens", action="store_true",
+        help="a new run or warm start gives each ParallelBench name a token of its own (a name is ~4 tokens "
+        "in the bundled tokenizer); the new embedding rows start as the mean of the rows that spelled it",
+    )  # fmt: skip
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -149,6 +154,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         data_workers=args.data_workers,
         precision=args.precision,
+        name_tokens=args.name_tokens,
         data=data,
         model=model,
     )

@@ -40,6 +40,9 @@ LAST_NAMES: tuple[str, ...] = (
     "Moss", "Dale", "Hart", "Wells", "Brook", "Rowe", "Nash", "Price", "Ward", "Lowe", "Bell", "Frost",
 )  # fmt: skip
 PEOPLE: tuple[str, ...] = tuple(f"{first} {last}" for first, last in itertools.product(FIRST_NAMES, LAST_NAMES))
+# The words a waiting line is written in, as a tokenizer meets them: a first name after `"`, a
+# last name after a space (train-tiny --name-tokens makes each a token of its own).
+NAME_WORDS: tuple[str, ...] = FIRST_NAMES + tuple(f" {last}" for last in LAST_NAMES)
 LIST_OPS: tuple[str, ...] = (
     "copy", "reverse", "sort", "shuffle", "insert_index", "insert_random", "remove_index",
     "remove_random", "replace_index", "replace_random",

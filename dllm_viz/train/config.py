@@ -164,6 +164,11 @@ class TrainConfig:
             autocast (weights, optimizer state and the held-out evaluation stay fp32). On the
             2-core Zen 5 dev box (AVX512-BF16) a bf16 step took 1.3 s against 2.5 s in fp32
             (session 13, one thread, the hard recipe's batches).
+        name_tokens: give each ParallelBench first name and (space-led) last name a token of its
+            own when the run's tokenizer is made or warm-started (`tasks.parallelbench.NAME_WORDS`;
+            a warm start's new embedding rows start as the mean of the rows that spelled the
+            word). The bundled tokenizer spells a name in ~4 tokens, a two-name line in 21; with
+            them, 12. A run keeps the tokenizer it was made with (resuming changes nothing).
     """
 
     minutes: float = 120.0
@@ -187,6 +192,7 @@ class TrainConfig:
     device: str = "cpu"
     data_workers: int = 0
     precision: Precision = "fp32"
+    name_tokens: bool = False
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
 

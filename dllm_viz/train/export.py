@@ -166,6 +166,8 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
         "optimizer": f"AdamW lr {config.lr}, wd {config.weight_decay}, "
         f"warmup {config.warmup_steps}, cosine over the time budget",
         "precision": "bf16 autocast (fp32 weights)" if config.precision == "bf16" else "fp32",
+        "tokenizer": f"byte-level BPE, {model.get_input_embeddings().num_embeddings} tokens"
+        + ("; ParallelBench names as tokens of their own (--name-tokens)" if config.name_tokens else ""),
     }
     return model_card(
         {

@@ -23,6 +23,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from dllm_viz.models.bidirectional import bidirectional_logits, make_bidirectional
 from dllm_viz.tasks import TASKS
+from dllm_viz.tasks.parallelbench import NAME_WORDS
 from dllm_viz.train import export
 from dllm_viz.train.checkpoint import (
     CHECKPOINT_NAME,
@@ -37,7 +38,7 @@ from dllm_viz.train.data import PROMPT_TEMPLATE, Batch
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, heldout_metrics, masked_loss
 from dllm_viz.train.prefetch import BatchSource
 from dllm_viz.train.threads import ThreadTuner
-from dllm_viz.train.tokenizer import load_tokenizer, special_ids, train_tokenizer
+from dllm_viz.train.tokenizer import add_words, load_tokenizer, special_ids, train_tokenizer
 
 Progress = Callable[[str], None]
 TOKENIZER_DIR = "tokenizer"
@@ -164,12 +165,19 @@ def _open_run(
     if saved is None and init_from is not None:
         config, state = _warm_start(init_from, run_dir, config)
     tokenizer = _tokenizer_for(run_dir, config, progress)
+    added: dict[str, list[int]] = {}
+    if all(len(tokenizer.encode(word, add_special_tokens=False)) == 1 for word in NAME_WORDS):
+        config = replace(config, name_tokens=True)  # the tokenizer has them: the model card says so
+    elif saved is None and config.name_tokens:
+        added = add_words(tokenizer, NAME_WORDS)
+        tokenizer.save_pretrained(str(run_dir / TOKENIZER_DIR))  # the batch workers read it from there
+        progress(f"name tokens: {len(added)} added, {len(tokenizer)} tokens")
     torch.manual_seed(config.seed)  # a fresh run's initial weights are a function of its seed
     model = build_model(config.model, tokenizer)
     if saved is None and init_from is not None:
         from safetensors.torch import load_file
 
-        model.load_state_dict(load_file(str(init_from / "model.safetensors")))
+        model.load_state_dict(grown_rows(load_file(str(init_from / "model.safetensors")), added, len(tokenizer)))
         progress(f"warm start from {init_from} at step {state.step}")
     if saved is not None:
         model.load_state_dict(saved["model"])
@@ -189,6 +197,27 @@ def _open_run(
     batches = BatchSource(config.data, tokenizer, run_dir / TOKENIZER_DIR, seed=config.seed,
                           workers=config.data_workers)
     return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals, batches)
+
+
+# The parameters with one row per token (the model does not tie them).
+VOCAB_ROWS = ("model.embed_tokens.weight", "lm_head.weight")
+
+
+def grown_rows(weights: dict[str, torch.Tensor], added: dict[str, list[int]], vocab: int) -> dict[str, torch.Tensor]:
+    """`weights` with the per-token rows grown to `vocab` for the words `add_words` added (in its
+    order, so at the next ids): each new row the mean of the rows that spelled its word, so the
+    model starts by reading and writing the word about as it read its pieces."""
+    if not added:
+        return weights
+    grown = dict(weights)
+    for name in VOCAB_ROWS:
+        rows = weights[name]
+        new = torch.stack([rows[ids].mean(dim=0) for ids in added.values()])
+        grown[name] = torch.cat([rows, new])
+        if grown[name].shape[0] != vocab:
+            raise ValueError(f"{name} has {grown[name].shape[0]} rows for {len(added)} added words, "
+                             f"but the tokenizer has {vocab} tokens: was this export made with another tokenizer?")
+    return grown
 
 
 def device_label(device: str, num_threads: int) -> str:

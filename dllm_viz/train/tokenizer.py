@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 MASK_TOKEN = "[MASK]"
@@ -58,6 +58,20 @@ def train_tokenizer(
         pad_token=PAD_TOKEN,
         clean_up_tokenization_spaces=False,
     )
+
+
+def add_words(tokenizer: PreTrainedTokenizerFast, words: Iterable[str]) -> dict[str, list[int]]:
+    """Make each of `words` that `tokenizer` spells in several tokens a token of its own.
+
+    The new tokens match raw text before the byte-level BPE (so decoding still reproduces text
+    exactly) and take the next ids: every id so far keeps its meaning, and a warm-started model
+    only grows rows. Returns each added word with the ids it was spelled in before (for
+    initialising its rows); a word that already is one token, or was added before, is left out.
+    """
+    spelled = {word: tokenizer.encode(word, add_special_tokens=False) for word in dict.fromkeys(words)}
+    added = {word: ids for word, ids in spelled.items() if len(ids) > 1}
+    tokenizer.add_tokens([AddedToken(word, normalized=False) for word in added])
+    return added
 
 
 def load_tokenizer(path: str) -> PreTrainedTokenizerFast:
