@@ -40,7 +40,7 @@ import streamlit as st
 from app_ui.common import cached_figure, cut_off_message, edits_note, metric_cards
 from app_ui.live_chart import chart_data, chart_spec, fallback_chart, parse_click
 from app_ui.static_component import page_script
-from app_ui.views import follow_click, toggled
+from app_ui.views import follow_click, remembered_step, toggle_kalman
 from dllm_viz import figures
 from dllm_viz.figures.forecast import MAX_PANELS
 from dllm_viz.figures.views import KALMAN_VIEW
@@ -63,18 +63,6 @@ def _rest_component() -> Any:
     """The carrier of the panel's second part: an element that shows nothing itself."""
     return st.components.v2.component("dllm_viz.trace_panel_rest", js=page_script("trace_panel_rest.js"),
                                       isolate_styles=False)
-
-
-def shown_step(trace: Trace | None, version: int, prefix: str) -> int:
-    """The step the scrubber shows: the newest one whenever a new step arrived (a new trace
-    version), else the one the user scrubbed to, clamped to the trace."""
-    key, last = f"{prefix}t", 0 if trace is None else max(trace.num_steps - 1, 0)
-    current = int(st.session_state.get(key, last))
-    if st.session_state.get(f"{key}_version") != version:
-        current = last
-    st.session_state[f"{key}_version"] = version
-    st.session_state[key] = min(max(current, 0), last)
-    return st.session_state[key]
 
 
 def chosen_view(names: list[str], prefix: str) -> str:
@@ -144,7 +132,7 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
         payload["notices"].append({"kind": "warning", "text": (
             f"Partial trace ({trace.meta.stop_reason}): {trace.nfe} forward passes recorded, "
             f"{int((trace.commit_step < 0).sum())} positions still masked (▒ in the output).")})
-    step = shown_step(trace, version, prefix)
+    step = remembered_step(trace, version, prefix)
     charts: dict[str, Any] = {}
     views = [view.name for view in figures.views_for(trace)]
     body: dict[str, Any] = {
@@ -168,23 +156,23 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
     return payload, fallbacks
 
 
-def panel_rest(trace: Trace | None, version: int, prefix: str = "") -> tuple[dict[str, Any], Fallbacks]:
+def panel_rest(trace: Trace | None, version: int, prefix: str, body: dict[str, Any] | None) -> tuple[
+        dict[str, Any], Fallbacks]:
     """The component's data for this run, second part: the per-step summary (with its playhead),
     the volatility profile and the chosen view's chart (or why it has nothing to show), sent
-    after the first part. Call after `panel_payload` (it settles the step and the view)."""
+    after the first part, at the step and view its `body` (`panel_payload`'s "trace") settled."""
     rest: dict[str, Any] = {"panel": f"{prefix}panel", "charts": {}, "view_note": None}
     fallbacks: Fallbacks = []
-    if trace is None or trace.num_steps == 0:
+    if trace is None or body is None or trace.num_steps == 0:
         return rest, fallbacks
-    step, charts = int(st.session_state[f"{prefix}t"]), rest["charts"]
+    step, name, charts = body["step"], body["view"], rest["charts"]
     _chart(charts, fallbacks, prefix, version, "summary", f"{prefix}summary", lambda: figures.step_summary_strip(trace),
            playhead=step)
     if all(name in trace.extras for name in figures.VOLATILITY_NEEDS):
         _chart(charts, fallbacks, prefix, version, "profile", f"{prefix}profile",
                lambda: figures.volatility_profile(trace, step), per_version=False)
-    views = {view.name: partial(view.build, trace) for view in figures.views_for(trace)}
-    name = chosen_view(list(views), prefix)
-    fig, rest["view_note"] = _view_chart(trace, version, prefix, name, views[name])
+    view = next(view for view in figures.views_for(trace) if view.name == name)
+    fig, rest["view_note"] = _view_chart(trace, version, prefix, name, partial(view.build, trace))
     if fig is not None:
         _chart(charts, fallbacks, prefix, version, "view", f"{prefix}view_chart", lambda: fig, per_version=False)
     return rest, fallbacks
@@ -213,8 +201,7 @@ def _view(prefix: str, names: list[str], value: Any) -> None:
 
 def _pick(prefix: str, length: int, value: Any) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < length:
-        key = f"{prefix}kalman_pos"
-        st.session_state[key] = toggled(list(st.session_state.get(key, [])), value)
+        toggle_kalman(prefix, value)
 
 
 def trace_panel(trace: Trace | None, version: int, *, prefix: str = "", on_step: Callable[[], None] | None = None,
@@ -247,7 +234,7 @@ def trace_panel(trace: Trace | None, version: int, *, prefix: str = "", on_step:
     # another run's heatmap.
     run = payload["run"] = st.session_state[f"{prefix}panel_run"] = st.session_state.get(f"{prefix}panel_run", 0) + 1
     _component()(data=payload, key=f"{prefix}panel", **callbacks)
-    rest, more = panel_rest(trace, version, prefix)
+    rest, more = panel_rest(trace, version, prefix, payload["trace"])
     rest["run"] = run
     _rest_component()(data=rest, key=f"{prefix}panel_rest")
     for key, fig, playhead in fallbacks + more:

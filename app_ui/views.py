@@ -13,17 +13,26 @@ from dllm_viz.figures.views import KALMAN_VIEW
 from dllm_viz.trace import Trace
 
 
-def scrubber(trace: Trace, version: int, prefix: str, *, follow: bool = True) -> int:
-    """The step slider; returns the chosen step.
+def remembered_step(trace: Trace, version: int, prefix: str, *, follow: bool = True) -> int:
+    """The step kept under `{prefix}t`, clamped to the trace and written back.
 
     With `follow`, it jumps to the newest step whenever the trace version changes (a new step
-    arrived); otherwise it keeps its step, clamped to the trace.
+    arrived); otherwise it keeps its step. Shared by the Streamlit slider here (Tune) and the
+    trace panel's scrubber (app_ui.trace_panel, Decode and Traces).
     """
     key, last = f"{prefix}t", max(trace.num_steps - 1, 0)
     current = int(st.session_state.get(key, last))
     if follow and st.session_state.get(f"{key}_version") != version:
         current = last
     st.session_state[f"{key}_version"] = version
+    st.session_state[key] = min(max(current, 0), last)
+    return int(st.session_state[key])
+
+
+def scrubber(trace: Trace, version: int, prefix: str, *, follow: bool = True) -> int:
+    """The step slider; returns the chosen step (`remembered_step`, moved by ◀ ▶ and the slider)."""
+    key, last = f"{prefix}t", max(trace.num_steps - 1, 0)
+    current = remembered_step(trace, version, prefix, follow=follow)
     if trace.num_steps <= 1:
         st.caption(f"Step {last} of {trace.num_steps}")
         return last
@@ -66,6 +75,11 @@ def follow_click(click: Click | None, trace: Trace, prefix: str, has_kalman: boo
     position, step = cell
     st.session_state[f"{prefix}t"] = step
     if has_kalman:
-        st.session_state[f"{prefix}kalman_pos"] = toggled(list(st.session_state.get(f"{prefix}kalman_pos", [])),
-                                                          position)
+        toggle_kalman(prefix, position)
         st.session_state[f"{prefix}view"] = KALMAN_VIEW
+
+
+def toggle_kalman(prefix: str, position: int) -> None:
+    """Add `position` to the Kalman bands shown (`{prefix}kalman_pos`), or drop it if it is there."""
+    key = f"{prefix}kalman_pos"
+    st.session_state[key] = toggled(list(st.session_state.get(key, [])), position)
