@@ -109,11 +109,6 @@ CHART_READY = "(sel) => { const box = document.querySelector(sel); if (!box) ret
               "return box.querySelector('.js-plotly-plot') ? performance.now() : 0; }"
 
 
-# Milliseconds from the last input to the newest finished draw of the live chart at `sel`.
-HEATMAP_DRAWN = "(sel) => Number(document.querySelector(sel + ' .dllm-live-chart').dataset.drawnAt) " \
-                "- performance.timeOrigin - window.__input"
-
-
 def timed(page: Any, action: Any, ready: str | None = None) -> float:
     """Seconds from the input event of `action()` (pointer down or key down, on the browser's clock)
     to the end of the rerun it caused, or to the chart at selector `ready` being drawn if that is later;
@@ -201,7 +196,7 @@ def step_timings(url: str, page: Any, out: dict[str, Any], steps: int = 6) -> No
         forward = decode_seconds(page) - before
         latencies.append(latency)
         beyond.append(latency - forward)
-        heatmap.append(page.evaluate(HEATMAP_DRAWN, HEATMAP) / 1000 - forward)
+        heatmap.append((page.evaluate(CHART_READY, HEATMAP) - page.evaluate("window.__input")) / 1000 - forward)
         drawn.append(all_drawn)
         drawn_beyond.append(all_drawn - forward)
     out["step click to view (s)"] = latencies
