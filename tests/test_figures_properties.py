@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import plotly.graph_objects as go
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from trace_factory import make_trace
@@ -61,11 +64,21 @@ def test_runs_cover_every_masked_cell_once(trace: Trace) -> None:
     assert ((settled <= trace.commit_step) | ~committed).all() and (settled[~committed] == -1).all()
 
 
+def _all_figures(trace: Trace) -> list[go.Figure]:
+    """Every builder's figure of `trace`, the multi-trace ones included."""
+    return [builder(trace) for builder in ALWAYS + NEED_EXTRAS] + [
+        F.step_series_lines([trace, trace]), F.nfe_bar([trace]), F.nfe_accuracy_scatter([("a", 3, 0.5), ("b", 4, 0.7)])]
+
+
+def test_every_figure_passes_plotlys_validation() -> None:
+    """The figures are built without plotly's figure-level validation (speed, _layout.figure): a
+    figure rebuilt from its JSON with validation on must take every property as it is."""
+    for fig in _all_figures(make_trace(9, 7)):
+        spec = json.loads(fig.to_json(validate=False))
+        assert json.loads(go.Figure(spec).to_json()) == spec, fig.layout.title.text
+
+
 def test_every_trace_of_every_builder_has_hover_or_opts_out() -> None:
-    trace = make_trace(9, 7)
-    figures = [builder(trace) for builder in ALWAYS + NEED_EXTRAS]
-    figures += [F.step_series_lines([trace, trace]), F.nfe_bar([trace]),
-                F.nfe_accuracy_scatter([("a", 3, 0.5), ("b", 4, 0.7)])]
-    for fig in figures:
+    for fig in _all_figures(make_trace(9, 7)):
         for item in fig.data:
             assert item.hovertemplate or item.hoverinfo == "skip", (fig.layout.title.text, item.name)

@@ -143,9 +143,14 @@ def figure(traces: Iterable[BaseTraceType], *, title: str, height: int | None = 
 
     Plotly validates every `add_trace` / `update_layout` call through its property paths, which
     made each Step of the Decode page rebuild its charts in 25-50 ms; one constructor call with
-    plain dicts validates the same properties in ~5 ms (BENCHMARKS.md, figure builds).
+    plain dicts validates the same properties in ~5 ms (BENCHMARKS.md, figure builds). The traces
+    are validated when they are made; the figure's own pass over them and the layout
+    (`_validate=False`, as plotly.io does for its templates) was half of what remained: a Decode
+    Step's heatmap 14 -> 7 ms, its summary 25 -> 15 ms on a slow CPU, the same JSON. The tests
+    rebuild every figure with validation on (tests/test_figures_properties.py), so a bad layout
+    key still fails there.
     """
-    return go.Figure(data=list(traces), layout=merged(finish_options(title, height), layout))
+    return go.Figure(data=list(traces), layout=merged(finish_options(title, height), layout), _validate=False)
 
 
 def finish_layout(fig: go.Figure, *, title: str, height: int | None = None, **options: Any) -> go.Figure:
