@@ -29,6 +29,7 @@ from dllm_viz.policies import Pipeline
 from dllm_viz.policies.controller_weights import BUNDLED, load_controller
 from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
 from dllm_viz.tasks import load_problems
+from dllm_viz.tasks.base import Problem
 from dllm_viz.threads import ThreadChoice, apply_inference_threads
 from dllm_viz.trace import Trace
 
@@ -126,15 +127,20 @@ def model_turn() -> Iterator[None]:
 
 
 @st.cache_data
-def sample_prompts() -> dict[str, str]:
-    """Short id (`arith-1`, `code-2`, …) -> prompt text of the bundled demo prompts."""
+def sample_problems() -> dict[str, Problem]:
+    """Short id (`arith-1`, `code-2`, …) -> the bundled demo problem (prompt, reference answer, gold)."""
     path = SAMPLE_DIR / "demo.jsonl"
     if not path.is_file():
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, Problem] = {}
     for problem in load_problems(path):
-        out[f"{problem.task}-{sum(k.startswith(problem.task) for k in out) + 1}"] = problem.prompt
+        out[f"{problem.task}-{sum(k.startswith(problem.task) for k in out) + 1}"] = problem
     return out
+
+
+def sample_prompts() -> dict[str, str]:
+    """Short id -> prompt text of the bundled demo prompts (`sample_problems`)."""
+    return {sample_id: problem.prompt for sample_id, problem in sample_problems().items()}
 
 
 def require_app_frame() -> None:

@@ -14,15 +14,26 @@ from collections import Counter
 
 import streamlit as st
 
-from app_ui.common import DEFAULT_PROMPT, current_model, diff_html, model_turn, require_app_frame, sample_prompts
+from app_ui.common import (
+    DEFAULT_PROMPT,
+    current_model,
+    diff_html,
+    model_turn,
+    require_app_frame,
+    sample_problems,
+    sample_prompts,
+)
 from app_ui.live_chart import live_chart
-from dllm_viz import figures
+from dllm_viz import divergence, figures
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.evaluation import runs_code
 from dllm_viz.explain import GLOSSARY
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
+from dllm_viz.tasks import get_task
+from dllm_viz.tasks.base import Problem
 from dllm_viz.trace import Trace
 
 GEN = 64  # the example prompt's dense answer (about 41 tokens) fits with room for its end-of-text
@@ -67,29 +78,71 @@ PROMPT = next(iter(sample_prompts().values()), DEFAULT_PROMPT)
 
 
 @st.cache_resource(show_spinner="Decoding the example…", max_entries=64)
-def cached_example(model: str, device: str, config_key: str, steps: int | None, _adapter: ModelAdapter,
-                   _pipeline: Pipeline) -> Trace:
-    """A decode of the example prompt, shared by every session (the first visitor pays for it).
+def cached_example(model: str, device: str, config_key: str, steps: int | None, prompt: str, gen: int,
+                   _adapter: ModelAdapter, _pipeline: Pipeline) -> Trace:
+    """A decode of `prompt` on `gen` positions, shared by every session (the first visitor pays for it).
 
     `steps` stops after that many forward passes (0 = the initial canvas); None runs to the end.
-    The model name, device and the pipeline's repr key the cache; the objects are not hashed.
+    The model name, device, the pipeline's repr, the prompt and the canvas key the cache; the
+    objects are not hashed.
     """
-    config = DecodeConfig(gen_length=GEN)
+    config = DecodeConfig(gen_length=gen)
     with model_turn():
         if steps is None:
-            return decode(_adapter, _adapter.encode_prompt(PROMPT), _pipeline, config, prompt_text=PROMPT)
-        stepper = Stepper.start(_adapter, PROMPT, _pipeline, config, ())
+            return decode(_adapter, _adapter.encode_prompt(prompt), _pipeline, config, prompt_text=prompt)
+        stepper = Stepper.start(_adapter, prompt, _pipeline, config, ())
         for _ in range(steps):
             stepper.step()
         return stepper.trace()
 
 
-def example(pipeline: Pipeline, steps: int | None = None) -> Trace | None:
-    """The example decode under `pipeline` (cached across sessions), or None without a model."""
+def example(pipeline: Pipeline, steps: int | None = None, *, prompt: str = PROMPT, gen: int = GEN) -> Trace | None:
+    """The decode of `prompt` (the chapters' example) under `pipeline`, cached across sessions, or
+    None without a model."""
     if adapter is None:
         return None
     return cached_example(str(st.session_state.get("model")), str(st.session_state.get("device", "auto")),
-                          repr(pipeline), steps, adapter, pipeline)
+                          repr(pipeline), steps, prompt, gen, adapter, pipeline)
+
+
+def checkable_examples() -> dict[str, Problem]:
+    """The demo problems chapter 5 can mark right or wrong without running code (not the code ones)."""
+    return {sample_id: p for sample_id, p in sample_problems().items() if not runs_code([p])}
+
+
+def canvas_for(problem: Problem) -> int:
+    """Gen length for `problem`: its reference answer, end-of-text and some slack, in whole 32s
+    (at least GEN), so one token per step is never wrong for lack of room."""
+    need = len(adapter.encode_text(problem.target)) + 9 if adapter is not None else GEN
+    return max(GEN, -(-need // 32) * 32)
+
+
+def is_right(problem: Problem, trace: Trace) -> bool:
+    """Whether `trace`'s answer solves `problem` (its task's own scorer, as bench scores it)."""
+    return bool(get_task(problem.task).score(problem, trace.meta.answer_text))
+
+
+def parallel_pair(problem: Problem, tau: float) -> tuple[Trace, Trace] | None:
+    """`problem` decoded one token per step and by the threshold rule at `tau` (both cached)."""
+    gen = canvas_for(problem)
+    dense = example(Pipeline.dense(gen), prompt=problem.prompt, gen=gen)
+    fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=gen), prompt=problem.prompt, gen=gen)
+    return None if dense is None or fast is None else (dense, fast)
+
+
+def find_break(problems: dict[str, Problem], tau: float) -> str | None:
+    """The first example one token per step gets right and the threshold rule at `tau` gets wrong
+    (decoding the examples as it goes, with a progress bar), or None if there is none."""
+    bar = st.progress(0.0, text="Looking for an answer this τ breaks…")
+    try:
+        for i, (sample_id, problem) in enumerate(problems.items()):
+            bar.progress(i / len(problems), text=f"Looking for an answer τ = {tau:g} breaks: {sample_id}")
+            pair = parallel_pair(problem, tau)
+            if pair is not None and is_right(problem, pair[0]) and not is_right(problem, pair[1]):
+                return sample_id
+        return None
+    finally:
+        bar.empty()
 
 
 def first_steps(count: int) -> Trace | None:
@@ -116,7 +169,8 @@ def try_it(label: str, **query: object) -> None:
 
 
 st.markdown(linked(CHAPTERS[chapter]))
-st.caption(f"Example prompt: {PROMPT}")
+if not chapter.startswith("5"):  # chapter 5 lets the reader pick the example
+    st.caption(f"Example prompt: {PROMPT}")
 if chapter.startswith("1"):
     if (trace := first_steps(0)) is not None:
         st.html(figures.token_strip_html(trace))
@@ -143,21 +197,56 @@ elif chapter.startswith("4"):
         live_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks")
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
 elif chapter.startswith("5"):
-    tau = float(st.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
-    dense = example(Pipeline.dense(GEN))
-    fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=GEN))
-    if dense is not None and fast is not None:
+    problems = checkable_examples() or {"example": Problem("arith", "example", PROMPT, "", "")}
+    if st.session_state.pop("learn_find", False):  # before the picker exists, so it can be set
+        found = find_break(problems, float(st.session_state.get("learn_tau", 0.9)))
+        if found is None:
+            st.session_state["learn_none_broke"] = float(st.session_state.get("learn_tau", 0.9))
+        else:
+            st.session_state["learn_example"] = found
+    left, right = st.columns([2, 3])
+    pick = str(left.selectbox("Example", list(problems), key="learn_example",
+                              help="a bundled demo problem with a known answer, so each output is marked right "
+                                   "or wrong"))
+    tau = float(right.slider("Threshold τ", 0.1, 1.0, 0.9, 0.05, key="learn_tau"))
+    problem = problems[pick]
+    st.caption(f"Example prompt: {problem.prompt}")
+    st.button(f"Find an example τ = {tau:g} breaks", key="learn_find_button",
+              on_click=lambda: st.session_state.update(learn_find=True),
+              help="decode the examples until one token per step is right and this threshold is wrong")
+    if (none_broke := st.session_state.pop("learn_none_broke", None)) is not None:
+        st.info(f"At τ = {none_broke:g} no example breaks on this model where one token per step is right: it "
+                "answers them right (or wrong both ways). Lower τ and look again, or load a model that is less "
+                "sure of itself (the testbed model: docs/TESTBED.md).")
+    if (pair := parallel_pair(problem, tau)) is not None:
+        dense, fast = pair
         a, b = st.columns(2)
         a.metric("NFE, one token per step", dense.nfe, border=True)
         b.metric(f"NFE, threshold τ = {tau:g}", fast.nfe, delta=f"{fast.nfe - dense.nfe}", delta_color="inverse",
                  border=True)
         live_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe")
+        marks = {True: "right ✓", False: "wrong ✗"}
         left, right = st.columns(2)  # what the speed costs: the outputs, the words that changed marked
-        left.markdown("**Output, one token per step**")
+        left.markdown(f"**Output, one token per step**: {marks[is_right(problem, dense)]}")
         left.code(figures.output_text(dense) or " ", language=None, wrap_lines=True)
-        right.markdown(f"**Output, τ = {tau:g}** (words that differ from the left marked)")
+        right.markdown(f"**Output, τ = {tau:g}**: {marks[is_right(problem, fast)]} (words that differ from the "
+                       "left marked)")
         right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
-    try_it(f"threshold {tau:g}", rule="threshold", threshold=tau, block_length=GEN)
+        if parted := divergence.parted_commits(dense, fast):
+            first = parted[0]
+            where = (f"at step {first.step} it committed `{first.token}` at position {first.position} with "
+                     f"confidence {first.confidence:.2f}, one of {first.crowd} positions committed in that pass"
+                     if first.step >= 0 else f"position {first.position} was never committed")
+            st.markdown(f"**Where τ = {tau:g} parted from one token per step:** {where}; one token per step wrote "
+                        f"`{first.reference}` there. {len(parted)} position(s) differ in all, ringed on the "
+                        "heatmap: every commit in that pass looked confident enough on its own, but they were "
+                        "chosen together, each without seeing the others.")
+            flags = figures.CellFlags("differs from one token per step", divergence.parted_cells(dense, fast))
+            live_chart(figures.confidence_heatmap(fast, flags=flags), key="learn_parted")
+        else:
+            st.caption(f"Same output as one token per step in {fast.nfe} passes instead of {dense.nfe}.")
+    try_it(f"threshold {tau:g} on {pick}", rule="threshold", threshold=tau, block_length=canvas_for(problem),
+           gen=canvas_for(problem), sample=pick)
 
 else:
     editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")

@@ -20,7 +20,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.state.session_state import STREAMLIT_INTERNAL_KEY_PREFIX
 from streamlit.testing.v1 import AppTest
 
-from app_ui.common import share_query
+from app_ui.common import sample_prompts, share_query
 from app_ui.export import npz_bytes
 from dllm_viz.figures import output_text as figures_output_text
 from dllm_viz.policies import RULES
@@ -470,6 +470,68 @@ def test_every_learn_chapter_shows_a_live_example(dirs: dict[str, Path]) -> None
     nfe = [int(m.value) for m in at.metric]
     at.slider(key="learn_tau").set_value(0.1).run()
     assert int(at.metric[1].value) <= nfe[1] and not at.exception
+
+
+def learn_chapter_5(monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """Learn's chapter 5 on the bundled model: the random checkpoint is never confident, so its
+    threshold decodes are one token per step too and nothing parts."""
+    monkeypatch.setenv("DLLM_VIZ_MODEL", "tiny")
+    at = open_app("learn", {"chapter": "5 NFE"})
+    assert not at.exception and at.session_state["chapter"] == "5 NFE", at.exception
+    return at
+
+
+def parting_example(at: AppTest) -> str:
+    """The first example whose output at the current threshold differs from one token per step."""
+    for sample_id in at.selectbox(key="learn_example").options:
+        at.selectbox(key="learn_example").set_value(sample_id).run()
+        if any(m.value.startswith("**Where τ") for m in at.markdown):
+            return sample_id
+    raise AssertionError("no example parts from one token per step at this threshold on the bundled model")
+
+
+def test_learn_chapter_5_marks_each_output_and_rings_where_a_low_threshold_parted(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    at = learn_chapter_5(monkeypatch)
+    at.slider(key="learn_tau").set_value(0.1).run()
+    verdicts = [m.value for m in at.markdown if m.value.startswith("**Output")]
+    assert len(verdicts) == 2 and all("right ✓" in v or "wrong ✗" in v for v in verdicts), verdicts
+    sample_id = parting_example(at)
+    parted = next(m.value for m in at.markdown if m.value.startswith("**Where τ = 0.1 parted"))
+    assert "one of" in parted and "positions committed in that pass" in parted, parted
+    rings = [d for c in charts(at) for d in c["data"] if d.get("name") == "differs from one token per step"]
+    assert len(rings) == 1 and rings[0]["x"], rings
+    link = next(link for link in at.get("page_link") if "threshold=0.1" in link.proto.query_string)
+    assert f"sample={sample_id}" in link.proto.query_string
+
+
+def test_find_a_break_says_when_no_example_breaks_and_picks_the_one_that_does(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    at = learn_chapter_5(monkeypatch)
+    at.slider(key="learn_tau").set_value(0.1).run()
+    sample_id = parting_example(at)
+    right = {"prompt": sample_prompts()[sample_id], "answer": at.code[0].value.strip()}
+
+    class Nothing:  # no answer is right: nothing can break
+        runs_code = False
+
+        def score(self, problem: Any, completion: str) -> bool:
+            return False
+
+    class OnlyDense(Nothing):  # right only on that example, and only with the one-token-per-step answer
+        def score(self, problem: Any, completion: str) -> bool:
+            return problem.prompt == right["prompt"] and completion.strip() == right["answer"]
+
+    monkeypatch.setattr("dllm_viz.tasks.get_task", lambda name: Nothing())
+    click(at, "learn_find_button")
+    assert any("no example breaks" in i.value for i in at.info), [i.value for i in at.info]
+    monkeypatch.setattr("dllm_viz.tasks.get_task", lambda name: OnlyDense())
+    first = at.selectbox(key="learn_example").options[0]
+    at.selectbox(key="learn_example").set_value(first).run()
+    click(at, "learn_find_button")
+    assert at.selectbox(key="learn_example").value == sample_id and not at.info
+    assert "right ✓" in next(m.value for m in at.markdown if m.value.startswith("**Output, one token"))
+    assert "wrong ✗" in next(m.value for m in at.markdown if m.value.startswith("**Output, τ"))
 
 
 def test_fork_a_finished_decode_and_see_both_branches(dirs: dict[str, Path]) -> None:

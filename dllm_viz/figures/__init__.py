@@ -26,6 +26,7 @@ from dllm_viz.figures.heatmaps import (
     share_step_axis,
     tspd_gate_heatmap,
 )
+from dllm_viz.figures.overlays import CellFlags
 from dllm_viz.figures.refinement import (
     candidate_history,
     most_revised_position,
@@ -48,6 +49,7 @@ __all__ = [
     "VIEWS",
     "VOLATILITY_NEEDS",
     "CandidateRuns",
+    "CellFlags",
     "PooledGrid",
     "View",
     "branch_divergence_line",

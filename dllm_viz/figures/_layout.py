@@ -31,6 +31,7 @@ COMMIT_COLOR = "#D55E00"  # vermillion: visible on every Viridis colour
 BAND_EDGE_COLOR = "#E69F00"
 NO_DATA_COLOR = "#D9D9D9"  # committed / undefined cells
 EDIT_COLOR = "#CC79A7"  # reddish purple: token edits (block refinement), apart from commits' vermillion
+FLAG_COLOR = "#000000"  # cells an analysis calls out (a commit another decode did not make): black rings
 
 # Token-state colours of the LLaDA Gradio demo (docs/UX.md §1.1).
 MASKED_COLOR = "#444444"

@@ -31,7 +31,15 @@ from dllm_viz.figures._layout import (
     trace_label,
 )
 from dllm_viz.figures._pooling import QUANT_LEVELS, QUANT_NO_DATA, PoolHow, quantize
-from dllm_viz.figures.overlays import block_boundaries, commit_markers, edge_legend, edit_markers, volatility_band_edges
+from dllm_viz.figures.overlays import (
+    CellFlags,
+    block_boundaries,
+    commit_markers,
+    edge_legend,
+    edit_markers,
+    flag_markers,
+    volatility_band_edges,
+)
 from dllm_viz.policies.extras import TSPD_GATE, VOLATILITY_REGION
 from dllm_viz.trace import Trace
 
@@ -111,7 +119,7 @@ def _colour_options(spec: Quantity, grid: StepGrid, use_uint8: bool) -> dict[str
 
 def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title: str | None,
                      show_commits: bool, show_blocks: bool, show_bands: bool, max_steps: int,
-                     max_positions: int, quantize_z: bool | None) -> go.Figure:
+                     max_positions: int, quantize_z: bool | None, flags: CellFlags | None = None) -> go.Figure:
     """Shared body of every statistic heatmap; `values` is [S, L], shown only while masked."""
     z = np.where(masked_before(trace), values, np.nan).astype(np.float32)
     grid = step_grid(trace, z, how=spec.pool, max_steps=max_steps, max_positions=max_positions)
@@ -127,6 +135,8 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
         traces.append(commit_markers(trace, grid))
     if show_commits and trace.edited.any():
         traces.append(edit_markers(trace, grid))
+    if flags is not None:
+        traces.append(flag_markers(flags, grid))
     if show_blocks and drawn:  # legend entries last, so the drawn traces keep their order
         traces.append(edge_legend("block boundary", "#000000"))
     if bands:
@@ -137,7 +147,8 @@ def quantity_heatmap(trace: Trace, values: np.ndarray, spec: Quantity, *, title:
 
 def confidence_heatmap(trace: Trace, *, title: str | None = None, show_commits: bool = True,
                        show_blocks: bool = True, show_bands: bool = True, max_steps: int = 512,
-                       max_positions: int = 1024, quantize: bool | None = None) -> go.Figure:
+                       max_positions: int = 1024, quantize: bool | None = None,
+                       flags: CellFlags | None = None) -> go.Figure:
     """Confidence of each masked position's candidate at each step (Viridis, 0..1).
 
     Args:
@@ -151,14 +162,19 @@ def confidence_heatmap(trace: Trace, *, title: str | None = None, show_commits: 
         max_positions: columns above this are min-pooled in whole bins of positions.
         quantize: send z as uint8 percent codes; None = only when the pooled grid exceeds
             QUANTIZE_ABOVE_CELLS cells (hover then shows whole percents).
+        flags: cells to ring in black with their own legend entry (e.g. the commits that differ
+            from another decode: dllm_viz.divergence.parted_cells); [S, L] like the trace.
 
     Returns:
         A figure whose first trace is the heatmap (z shape = pooled steps x pooled positions),
         followed by the requested overlays.
+
+    Raises:
+        ValueError: `flags` is not [S, L].
     """
     return quantity_heatmap(trace, trace.confidence, CONFIDENCE, title=title, show_commits=show_commits,
                             show_blocks=show_blocks, show_bands=show_bands, max_steps=max_steps,
-                            max_positions=max_positions, quantize_z=quantize)
+                            max_positions=max_positions, quantize_z=quantize, flags=flags)
 
 
 def entropy_heatmap(trace: Trace, *, title: str | None = None, show_commits: bool = True,

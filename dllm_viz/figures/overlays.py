@@ -9,12 +9,14 @@ columns. Runs of steps with the same edge are merged into one bar. Hundreds of l
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import plotly.graph_objects as go
 
 from dllm_viz.figures._edits import capped, edit_text
 from dllm_viz.figures._grid import StepGrid
-from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR, EDIT_COLOR, plotly_text
+from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR, EDIT_COLOR, FLAG_COLOR, plotly_text
 from dllm_viz.figures._pooling import bin_starts
 from dllm_viz.trace import Trace
 
@@ -31,6 +33,34 @@ def commit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
         x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name="commit",
         marker={"symbol": "square-open", "color": COMMIT_COLOR, "size": 7, "line": {"width": 2}},
         hovertemplate="commit at position %{x}<br>step %{y}<extra></extra>",
+    )
+
+
+class CellFlags(NamedTuple):
+    """Cells of a trace's [steps x positions] heatmap that an analysis calls out (for example the
+    commits another decode of the same prompt did not make: dllm_viz.divergence.parted_cells):
+    the legend name, and a boolean [S, L] array."""
+
+    name: str
+    cells: np.ndarray
+
+
+def flag_markers(flags: CellFlags, grid: StepGrid) -> go.Scatter:
+    """One large open circle per pooled cell that holds a flagged cell, drawn around the commit
+    squares (so both stay visible).
+
+    Raises:
+        ValueError: `flags.cells` is not [steps, positions] of the grid's trace.
+    """
+    shape = (grid.num_steps, grid.gen_length)
+    if np.shape(flags.cells) != shape:
+        raise ValueError(f"flags {flags.name!r} must be [steps, positions] = {shape}, got {np.shape(flags.cells)}")
+    rows, cols = np.nonzero(grid.pool(np.asarray(flags.cells, dtype=bool), "any"))
+    name = plotly_text(flags.name)
+    return go.Scatter(
+        x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name=name,
+        marker={"symbol": "circle-open", "color": FLAG_COLOR, "size": 15, "line": {"width": 3}},
+        hovertemplate=f"{name}: position %{{x}}<br>step %{{y}}<extra></extra>",
     )
 
 
