@@ -505,6 +505,20 @@ def test_learn_chapter_5_marks_each_output_and_rings_where_a_low_threshold_parte
     assert f"sample={sample_id}" in link.proto.query_string
 
 
+def test_on_the_bundled_model_a_low_threshold_breaks_an_answer_one_token_per_step_gets_right(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #19's demo, live and unfaked: the testbed model is right one token per step and wrong
+    at a low threshold on some demo problem, and the page says where on the heatmap it went wrong."""
+    at = learn_chapter_5(monkeypatch)
+    at.slider(key="learn_tau").set_value(0.5).run()
+    click(at, "learn_find_button")
+    assert not at.info, [i.value for i in at.info]
+    assert "right ✓" in next(m.value for m in at.markdown if m.value.startswith("**Output, one token"))
+    assert "wrong ✗" in next(m.value for m in at.markdown if m.value.startswith("**Output, τ = 0.5"))
+    assert any(m.value.startswith("**Where τ = 0.5 parted") for m in at.markdown)
+    assert any(d.get("name") == "differs from one token per step" for c in charts(at) for d in c["data"])
+
+
 def test_find_a_break_says_when_no_example_breaks_and_picks_the_one_that_does(
         dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     at = learn_chapter_5(monkeypatch)

@@ -85,28 +85,40 @@ def test_cached_greedy_outputs_agree_with_uncached_on_held_out_arithmetic(bundle
     assert sum(same) >= MIN_CACHE_AGREEMENT_OF_20, same
 
 
-# Measured on the committed step-19250 checkpoint (see MODEL_CARD.md): 20/20 arithmetic and 20/20
-# code with threshold 0.9 (step 12500 scored 18/20 and 20/20, step 10250 8/20 and 19/20). One
-# problem of slack absorbs float differences between machines; a retrained model that scores lower
-# than this on the same 20 problems is a regression.
+# Measured on the bundled step-24380 checkpoint (see MODEL_CARD.md): 19/20 arithmetic and 19/20
+# code with threshold 0.9 at gen 128 (step 19250: 20/20 and 20/20; step 12500 18/20 and 20/20, step
+# 10250 8/20 and 19/20). A retrained model that scores lower than this on the same 20 problems is a
+# regression.
 MIN_CORRECT_OF_20 = 19
 MIN_CODE_CORRECT_OF_20 = 19
 # Measured: prefix 20/20 and dual 20/20 (the issue's bar, 90%, is 18/20).
 MIN_CACHE_AGREEMENT_OF_20 = 18
 
 
+def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> None:
+    """The testbed's point (issue #19): on hard problems the threshold rule cannot commit a block in
+    one pass. Measured on the first 4 held-out hard problems at gen 128: 3.5-6.75 passes a block
+    (the step-19250 model, trained on the easy split only, committed whole blocks in ~1)."""
+    pipeline, config = Pipeline.from_names("threshold", block_length=32), DecodeConfig(gen_length=128)
+    per_block = [run_problem(bundled, p, pipeline, config)[1].nfe / (128 // 32) for p in heldout_problems("hard", 4)]
+    assert min(per_block) >= 2, per_block
+
+
 def test_an_answer_longer_than_the_canvas_is_flagged_cut_off(bundled) -> None:
-    """Held-out problem 3 at gen 16 ends without any EOS (measured; gen 64 ends and is right)."""
+    """A hard held-out problem on a 16-position canvas runs out of room without any EOS (the model
+    writes short arithmetic answers to fit, so a long list or chain is needed); an arithmetic
+    problem on a roomy canvas ends and is right."""
     import pandas as pd
 
     from dllm_viz.bench import cut_off_warning
     from dllm_viz.evaluation import summarize
 
-    problem = heldout_problems("arith", 3)[2]
     pipeline = Pipeline.from_names("threshold", block_length=16)
-    short, _ = run_problem(bundled, problem, pipeline, DecodeConfig(gen_length=16))
-    roomy, _ = run_problem(bundled, problem, pipeline, DecodeConfig(gen_length=64))
-    assert short.cut_off and not short.correct and not roomy.cut_off and roomy.correct
+    shorts = (run_problem(bundled, p, pipeline, DecodeConfig(gen_length=16))[0] for p in heldout_problems("hard", 10))
+    short = next((r for r in shorts if r.cut_off), None)
+    assert short is not None and not short.correct, "none of 10 hard problems ran out of a 16-position canvas"
+    roomy, _ = run_problem(bundled, heldout_problems("arith", 1)[0], pipeline, DecodeConfig(gen_length=128))
+    assert not roomy.cut_off and roomy.correct
     assert "1 of 2 answers filled the whole canvas" in str(summarize([short, roomy]).warning())
     assert summarize([roomy]).warning() is None
     summary = pd.DataFrame({"cut_off": [2, 0], "n": [5, 5]}, index=["dense", "threshold"])
