@@ -216,8 +216,8 @@ elif chapter.startswith("5"):
               help="decode the examples until one token per step is right and this threshold is wrong")
     if (none_broke := st.session_state.pop("learn_none_broke", None)) is not None:
         st.info(f"At τ = {none_broke:g} no example breaks on this model where one token per step is right: it "
-                "answers them right (or wrong both ways). Lower τ and look again, or load a model that is less "
-                "sure of itself (the testbed model: docs/TESTBED.md).")
+                "answers them right (or wrong both ways). Lower τ and look again: a model that is right and sure "
+                "of itself in one pass has nothing to break.")
     if (pair := parallel_pair(problem, tau)) is not None:
         dense, fast = pair
         a, b = st.columns(2)
@@ -234,11 +234,12 @@ elif chapter.startswith("5"):
         right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
         if parted := divergence.parted_commits(dense, fast):
             first = parted[0]
-            where = (f"at step {first.step} it committed `{first.token}` at position {first.position} with "
+            token, reference = (text.replace("`", chr(39)) or " " for text in (first.token, first.reference))
+            where = (f"at step {first.step} it committed `{token}` at position {first.position} with "
                      f"confidence {first.confidence:.2f}, one of {first.crowd} positions committed in that pass"
                      if first.step >= 0 else f"position {first.position} was never committed")
             st.markdown(f"**Where τ = {tau:g} parted from one token per step:** {where}; one token per step wrote "
-                        f"`{first.reference}` there. {len(parted)} position(s) differ in all, ringed on the "
+                        f"`{reference}` there. {len(parted)} position(s) differ in all, ringed on the "
                         "heatmap: every commit in that pass looked confident enough on its own, but they were "
                         "chosen together, each without seeing the others.")
             flags = figures.CellFlags("differs from one token per step", divergence.parted_cells(dense, fast))
