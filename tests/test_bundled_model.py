@@ -87,11 +87,12 @@ def test_cached_greedy_outputs_agree_with_uncached_on_held_out_arithmetic(bundle
 
 # Measured on the bundled step-24380 checkpoint (see MODEL_CARD.md): 19/20 arithmetic and 19/20
 # code with threshold 0.9 at gen 128 (step 19250: 20/20 and 20/20; step 12500 18/20 and 20/20, step
-# 10250 8/20 and 19/20). A retrained model that scores lower than this on the same 20 problems is a
-# regression.
-MIN_CORRECT_OF_20 = 19
-MIN_CODE_CORRECT_OF_20 = 19
-# Measured: prefix 20/20 and dual 20/20 (the bar, 90%, is 18/20).
+# 10250 8/20 and 19/20). One problem of slack absorbs float differences between machines; a
+# retrained model that scores lower than this on the same 20 problems is a regression.
+MIN_CORRECT_OF_20 = 18
+MIN_CODE_CORRECT_OF_20 = 18
+# Measured: prefix 19/20 and dual 19/20 on step 24380 (step 19250: 20/20 and 20/20); the issue's
+# bar, 90%, is 18/20.
 MIN_CACHE_AGREEMENT_OF_20 = 18
 
 
