@@ -69,7 +69,7 @@ def parted_commits(reference: Trace, trace: Trace) -> list[PartedCommit]:
     positions = np.flatnonzero(differs(reference, trace))
     steps = trace.commit_step
     crowd = trace.tokens_per_step
-    out = []
+    out: list[PartedCommit] = []
     for p in positions:
         step = int(steps[p])
         out.append(PartedCommit(
