@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dllm_viz import divergence
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode_meta, finish_trace, iter_decode
 from dllm_viz.models.base import ModelAdapter
@@ -74,7 +75,7 @@ class Branches:
 
     def final_difference(self) -> np.ndarray:
         """[L] True where the two finished canvases hold different tokens."""
-        return np.asarray(self.original.final_tokens != self.fork.final_tokens)
+        return divergence.differs(self.original, self.fork)
 
 
 def _hold(canvas: np.ndarray, rows: int) -> np.ndarray:

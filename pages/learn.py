@@ -246,8 +246,8 @@ elif chapter.startswith("5"):
             live_chart(figures.confidence_heatmap(fast, flags=flags), key="learn_parted")
         else:
             st.caption(f"Same output as one token per step in {fast.nfe} passes instead of {dense.nfe}.")
-    try_it(f"threshold {tau:g} on {pick}", rule="threshold", threshold=tau, block_length=canvas_for(problem),
-           gen=canvas_for(problem), sample=pick)
+    gen = canvas_for(problem)
+    try_it(f"threshold {tau:g} on {pick}", rule="threshold", threshold=tau, block_length=gen, gen=gen, sample=pick)
 
 else:
     editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")
