@@ -180,3 +180,46 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
                    "--out", str(out.with_name("rows2.csv"))])  # an existing --out is never overwritten
     assert status == 0
     assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
+
+
+def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """tools/merge_bench.py: two processes' slices become one file that `bench --resume` summarises
+    whole without decoding again; mismatched or overlapping slices are refused."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("merge_bench", Path(__file__).parents[1] / "tools" / "merge_bench.py")
+    merge = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(merge)  # type: ignore[union-attr]
+    prompts = tmp_path / "mine.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",
+              "dense,threshold", "--gen-length", "16", "--block-length", "8"]
+    for skip, n in ((0, 2), (2, 1)):
+        assert main([*common, "--skip", str(skip), "--n", str(n), "--out", str(tmp_path / f"part{skip}.csv")]) == 0
+    parts = [str(tmp_path / "part0.csv"), str(tmp_path / "part2.csv")]
+    with pytest.raises(SystemExit, match="also in an earlier part"):
+        merge.main([parts[0], parts[0], "--out", str(tmp_path / "twice.csv")])
+    assert merge.main([*parts, "--out", str(tmp_path / "all.csv")]) == 0
+    with pytest.raises(SystemExit, match="already exists"):
+        merge.main([*parts, "--out", str(tmp_path / "all.csv")])
+    capsys.readouterr()
+    # The whole run's options: every row is found done, so nothing is decoded (no model is loaded).
+    import dllm_viz.models as models
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the merged run decoded again")
+
+    monkeypatch.setattr(models, "load", no_load)
+    assert main([*common, "--n", "3", "--out", str(tmp_path / "all.csv"), "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert "6 of 6 rows already done" in captured.err
+    assert "n=3" in captured.out
+    rows = pd.read_csv(tmp_path / "all.csv")
+    assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS for _ in range(2)]
+    monkeypatch.undo()
+    other = [*common, "--skip", "0", "--n", "1", "--threshold", "0.5", "--out", str(tmp_path / "other.csv")]
+    assert main(other) == 0
+    with pytest.raises(SystemExit, match="settings differ"):
+        merge.main([parts[1], str(tmp_path / "other.csv"), "--out", str(tmp_path / "mixed.csv")])

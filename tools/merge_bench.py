@@ -1,0 +1,86 @@
+"""Join `bench --out` files of disjoint problem slices into one, so the summary covers them all.
+
+Why: `bench` runs one process, one torch thread; on a 2-core machine a 200-problem bench runs as
+two processes (`--skip 0 --n 100` and `--skip 100 --n 100`, same other options), each writing its
+own --out. This writes their rows, in the order given, to a new file whose settings are those
+of the whole run (the problems of every part, in order), so that bench with the whole run's
+options and `--resume` finds every row done and prints the summary, sweep frontier and
+positions against it without loading the model:
+
+    python tools/merge_bench.py rows_0.csv rows_100.csv --out rows.csv
+    python -m dllm_viz bench <the same options> --skip 0 --n 200 --out rows.csv --resume
+
+Refuses parts whose settings differ in anything but their problems, parts that share a problem,
+and an --out that exists (finished results are never replaced). Wall-clock columns of the parts
+were measured in different processes, so they compare within a part's rows, not across parts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HEADER_END = "\r\n"  # csv.writer's line end: the header line holds no quoted newlines
+
+
+def settings_of(part: Path) -> dict[str, Any]:
+    """The settings `bench --out` kept beside `part`."""
+    path = part.with_name(part.name + ".settings.json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise SystemExit(f"{part}: its settings file {path.name!r} is missing or unreadable; "
+                         "merge only files written by `bench --out`") from None
+
+
+def merged_settings(parts: list[Path]) -> dict[str, Any]:
+    """The first part's settings with every part's problems, in order; refuses mismatches."""
+    first = settings_of(parts[0])
+    problems: list[str] = []
+    for part in parts:
+        settings = settings_of(part)
+        differ = sorted(k for k in {*first, *settings} if k != "problems" and first.get(k) != settings.get(k))
+        if differ:
+            raise SystemExit(f"{part}: settings differ from {parts[0]} in {', '.join(differ)}; "
+                             "merge only slices of one run")
+        shared = set(problems) & set(settings["problems"])
+        if shared:
+            raise SystemExit(f"{part}: problem {sorted(shared)[0]!r} is also in an earlier part; "
+                             "merge disjoint slices (--skip)")
+        problems += settings["problems"]
+    return {**first, "problems": problems}
+
+
+def merged_rows(parts: list[Path]) -> str:
+    """The first part's text, then each other part's without its header line."""
+    texts = []
+    for part in parts:
+        with part.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
+            texts.append(handle.read())
+    header = texts[0].split(HEADER_END, 1)[0]
+    for part, text in zip(parts, texts, strict=True):
+        if text.split(HEADER_END, 1)[0] != header:
+            raise SystemExit(f"{part}: its columns differ from {parts[0]}'s; merge files of one dllm_viz version")
+    return texts[0] + "".join(text.split(HEADER_END, 1)[1] for text in texts[1:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("parts", type=Path, nargs="+", help="`bench --out` csv files, in problem order")
+    parser.add_argument("--out", type=Path, required=True, help="the merged csv (must not exist)")
+    args = parser.parse_args(argv)
+    if args.out.exists():
+        raise SystemExit(f"--out {str(args.out)!r} already exists; choose another path")
+    settings = merged_settings(args.parts)
+    with args.out.open("x", encoding="utf-8", newline="") as handle:
+        handle.write(merged_rows(args.parts))
+    args.out.with_name(args.out.name + ".settings.json").write_text(json.dumps(settings, indent=2, sort_keys=True))
+    print(f"wrote {args.out}: {len(settings['problems'])} problems from {len(args.parts)} parts", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
