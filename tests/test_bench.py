@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -182,16 +184,20 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
     assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
 
 
+def _tool(name: str) -> Any:
+    """A script of tools/ as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
 def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """tools/merge_bench.py: two processes' slices become one file that `bench --resume` summarises
     whole without decoding again; mismatched or overlapping slices are refused."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("merge_bench", Path(__file__).parents[1] / "tools" / "merge_bench.py")
-    merge = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(merge)  # type: ignore[union-attr]
+    merge = _tool("merge_bench")
     prompts = tmp_path / "mine.jsonl"
     dump_problems(PROBLEMS, prompts)
     common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",
@@ -219,6 +225,20 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     rows = pd.read_csv(tmp_path / "all.csv")
     assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS for _ in range(2)]
     monkeypatch.undo()
+    # tools/bench_summary.py reads unfinished files as they are: a problem some configuration has
+    # not finished, and a row cut in half, are left out of the report, and the file is not changed.
+    summary = _tool("bench_summary")
+    cut = tmp_path / "part2.csv"
+    text = cut.read_bytes()
+    cut.write_bytes(text[:-9])  # the last row (threshold on the third problem) cut short
+    assert summary.main([parts[0], str(cut)]) == 0
+    report = capsys.readouterr().out
+    assert "2 problems finished under every configuration (3 started)" in report
+    assert cut.read_bytes() == text[:-9]
+    with pytest.raises(SystemExit, match="also in an earlier file"):
+        summary.main([parts[0], parts[0]])
+    with pytest.raises(SystemExit, match="no rows for"):
+        summary.main([parts[0], "--sweep", "threshold(threshold=0.5:0.9:2)"])
     other = [*common, "--skip", "0", "--n", "1", "--threshold", "0.5", "--out", str(tmp_path / "other.csv")]
     assert main(other) == 0
     with pytest.raises(SystemExit, match="settings differ"):

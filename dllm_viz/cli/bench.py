@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dllm_viz.cli.options import (
     add_decode_options,
@@ -19,6 +20,11 @@ from dllm_viz.cli.options import (
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
+
+if TYPE_CHECKING:  # pandas loads only when a command needs it
+    import pandas as pd
+
+    from dllm_viz.sweep import Sweep
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Benchmark and print the summary table; returns the exit status."""
     import pandas as pd
 
-    from dllm_viz.bench import ROW_COLUMNS, accuracy_by_task, run_bench, summarize_bench, summarize_sweep
+    from dllm_viz.bench import ROW_COLUMNS, run_bench
     from dllm_viz.models import load
     from dllm_viz.sweep import parse_sweep
 
@@ -107,10 +113,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
-    summary = summarize_bench(rows)
     warn_unsafe(args, problems)
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
-    print(f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
+    summary = print_report(rows, sweep, f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
+    if args.plot is not None:
+        from dllm_viz.figures.compare import nfe_accuracy_scatter
+
+        records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
+        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def print_report(rows: pd.DataFrame, sweep: Sweep | None, header: str) -> pd.DataFrame:
+    """Print the summary of `rows` under `header`: per configuration, per task, and the sweep's
+    frontier, AUP and where every other configuration sits against it; returns the summary.
+    (Also what tools/bench_summary.py prints for the finished rows of unfinished runs.)"""
+    from dllm_viz.bench import accuracy_by_task, summarize_bench, summarize_sweep
+
+    summary = summarize_bench(rows)
+    print(header)
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
     if (by_task := accuracy_by_task(rows)) is not None:
         print("correct per task:")
@@ -123,13 +145,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweep AUP={area.value:.1f}{dropped}")
         for label, where in positions.items():
             print(f"{label}: {where} the {sweep.knob} frontier")
-    if args.plot is not None:
-        from dllm_viz.figures.compare import nfe_accuracy_scatter
-
-        records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
-        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
-        print(f"wrote {args.plot}")
-    return 0
+    return summary
 
 
 _BOOLS = {"True": True, "False": False}

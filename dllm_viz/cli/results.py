@@ -105,6 +105,13 @@ class ResultsFile:
         self.close()
 
 
+def read_csv_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The whole rows of a `bench --out` csv, read without changing the file: a row still being
+    written by a running bench, or cut short by a kill, is left out (tools/bench_summary.py)."""
+    with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
+        return _csv_rows(handle.read(), columns)[0]
+
+
 def _lines(text: str) -> list[str]:
     """Lines split at "\\n" only, each keeping it (str.splitlines also splits at \\x1c, \\u2028, ...)."""
     return [line for line in re.split(r"(?<=\n)", text) if line]

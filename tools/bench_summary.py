@@ -1,0 +1,78 @@
+"""What the finished rows of `bench --out` files say so far, without decoding anything.
+
+Why: a bench of every configuration over 200 hard problems at gen 256 takes hours on two CPU
+cores, and a session may end before it does. Its --out files keep every finished row (and
+`bench --resume` continues them later), but bench prints its summary only at the end. This
+prints the same report (per configuration, per task, the sweep's frontier and where every other
+configuration sits against it) over the problems that every configuration of the files has
+finished, and says how many that is:
+
+    python tools/bench_summary.py rows_chain.csv rows_breadth.csv \\
+        --sweep 'threshold(threshold=0.5:0.99:6)'
+
+Files from parallel processes may be given together (their problems must not overlap; wall-clock
+columns then compare within a file's rows only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dllm_viz.bench import BASELINE, ROW_COLUMNS
+from dllm_viz.cli.bench import print_report, typed_rows
+from dllm_viz.cli.results import read_csv_rows
+from dllm_viz.sweep import parse_sweep
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    """The whole rows of one `bench --out` csv, typed as bench's own."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file; give `bench --out` csv files")
+    return typed_rows(pd.DataFrame(read_csv_rows(path, ROW_COLUMNS), columns=list(ROW_COLUMNS)))
+
+
+def finished_problems(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the problems every configuration (dense included) has finished, in file order."""
+    configs = rows["config"].unique()
+    counts = rows.groupby("problem_id")["config"].nunique()
+    whole = set(counts[counts == len(configs)].index)
+    return rows[rows["problem_id"].isin(whole)].reset_index(drop=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", type=Path, nargs="+", help="`bench --out` csv files")
+    parser.add_argument("--sweep", help="the sweep the run was given (its points are configurations of the files)")
+    args = parser.parse_args(argv)
+    parts = [read_rows(path) for path in args.files]
+    for path, part in zip(args.files, parts, strict=True):
+        if BASELINE not in set(part["config"]):
+            raise SystemExit(f"{path}: has no {BASELINE!r} rows yet, so nothing can be compared")
+    seen: set[str] = set()
+    for path, part in zip(args.files, parts, strict=True):
+        mine = set(part["problem_id"])
+        if mine & seen:
+            raise SystemExit(f"{path}: problem {sorted(mine & seen)[0]!r} is also in an earlier file")
+        seen |= mine
+    rows = finished_problems(pd.concat(parts, ignore_index=True))
+    if rows.empty:
+        raise SystemExit("no problem is finished under every configuration yet")
+    sweep = parse_sweep(args.sweep) if args.sweep else None
+    if sweep is not None and not set(sweep.labels) <= set(rows["config"]):
+        missing = sorted(set(sweep.labels) - set(rows["config"]))
+        raise SystemExit(f"--sweep {args.sweep!r}: the files have no rows for {missing[0]!r}; give the run's sweep")
+    problems = rows["problem_id"].nunique()
+    started = pd.concat(parts)["problem_id"].nunique()
+    print_report(rows, sweep, f"{problems} problems finished under every configuration ({started} started) in "
+                              f"{', '.join(str(path) for path in args.files)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
