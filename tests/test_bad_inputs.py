@@ -206,6 +206,34 @@ class TestCLI:
         assert "n=3" in capsys.readouterr().out
         one_line_error(capsys, main([*argv, "--resume", "--threshold", "0.5"]), "other settings")
 
+    def test_resume_refuses_rows_of_a_retrained_model(self, tmp_path: Path, tiny_dir: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """Same model name, other weights (a retrained "tiny"): old and new rows would mix two models."""
+        import shutil
+
+        model = tmp_path / "model"
+        shutil.copytree(tiny_dir, model)
+        prompts = tmp_path / "p.jsonl"
+        dump_problems([Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target="x", gold=str(i + 1))
+                       for i in range(2)], prompts)
+        out = tmp_path / "rows.jsonl"
+        argv = ["eval", "--model", str(model), "--prompts", str(prompts), "--quiet", "--out", str(out), *FAST]
+        assert main(argv) == 0
+        (model / "MODEL_CARD.md").write_text("edited")  # not what outputs depend on
+        assert main([*argv, "--resume"]) == 0
+        weights = model / "model.safetensors"
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 1  # the last tensor's last byte: retrained
+        weights.write_bytes(bytes(data))
+        capsys.readouterr()
+        one_line_error(capsys, main([*argv, "--resume"]), "changed since its rows were written", "new --out")
+        # A file from before fingerprints existed has none: it is resumed on trust.
+        settings = out.with_name(out.name + ".settings.json")
+        saved = json.loads(settings.read_text())
+        del saved["model_weights"]
+        settings.write_text(json.dumps(saved))
+        assert main([*argv, "--resume"]) == 0
+
     def test_bench_resumes_a_jsonl_file_with_its_types(self, tmp_path: Path, tiny_dir: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
         out = tmp_path / "rows.jsonl"

@@ -22,6 +22,7 @@ from dllm_viz.cli.options import (
     check_resume,
     check_scoring,
     decode_config,
+    model_settings,
     passed_options,
     policy_fields,
     warn_unsafe,
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     check = _slice(args, args.n, args.check_n, "check")
     check_scoring(args, [*calibration, *check])
 
-    settings = {"command": "calibrate", "model": args.model, "policy": args.policy, "grid": args.grid,
+    settings = {"command": "calibrate", **model_settings(args), "policy": args.policy, "grid": args.grid,
                 "tasks": None if args.prompts is not None else args.tasks,
                 "prompts": None if args.prompts is None else str(args.prompts), "n": args.n,
                 "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),

@@ -17,6 +17,7 @@ from dllm_viz.cli.options import (
     check_resume,
     check_scoring,
     decode_config,
+    model_settings,
     pipeline,
     warn_unsafe,
 )
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{str(source)!r} has no problems to evaluate; pass a prompt set with at least one line")
     check_scoring(args, problems)  # before --out is created and the model loaded
     task = ",".join(sorted({p.task for p in problems}))  # what was scored, not the --task default
-    settings = {"command": "eval", "model": args.model, "task": task, "prompts": args.prompts, "data": args.data,
+    settings = {"command": "eval", **model_settings(args), "task": task, "prompts": args.prompts, "data": args.data,
                 "n": args.n, "skip": args.skip, "pipeline": pipe.to_dict(), "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume) if args.out is not None else None
     finished = {str(row.get("problem_id")) for row in out.rows} if out is not None else set()

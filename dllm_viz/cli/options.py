@@ -52,6 +52,14 @@ def add_results_options(parser: argparse.ArgumentParser, *, record: str, unit: s
                              "required)")
 
 
+def model_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The model part of a results file's settings: its name and its files' fingerprint, so
+    --resume refuses rows of a model that was retrained under the same name (e.g. "tiny")."""
+    from dllm_viz.models.loading import weights_fingerprint
+
+    return {"model": args.model, "model_weights": weights_fingerprint(args.model)}
+
+
 def check_resume(args: argparse.Namespace, flag: str = "--out") -> None:
     """Refuse --resume without the results file it continues."""
     if args.resume and getattr(args, flag.removeprefix("--").replace("-", "_")) is None:

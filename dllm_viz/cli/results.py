@@ -3,7 +3,8 @@
 `eval --out` (jsonl) and `bench --out` (csv) append each row as soon as it is scored, flushed to
 disk; `--resume` reads what is there and the run skips those rows. The settings of the run are
 kept beside the file (`<out>.settings.json`) and a resume with other settings is refused, so
-one file never mixes two experiments. Without `--resume` an existing file is never replaced.
+one file never mixes two experiments; the settings include a fingerprint of a local model's files,
+so a model retrained under the same name ("tiny") is refused too. Without `--resume` an existing file is never replaced.
 A row cut in half by a kill is dropped (the file is cut back to its last whole row).
 """
 
@@ -16,6 +17,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+
+# Settings keys newer than some results files (see _check_settings).
+ADDED_LATER = frozenset({"model_weights"})
 
 
 class ResultsFile:
@@ -56,7 +61,13 @@ class ResultsFile:
             raise ValueError(f"cannot --resume {str(self.path)!r}: its settings file {self.settings_path.name!r} is "
                              "missing or unreadable, so the rows may come from other settings; choose a new --out"
                              ) from None
-        differ = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k))
+        # Files written before a key existed carry none: their rows are resumed on trust.
+        differ = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k)
+                        and not (k in ADDED_LATER and k not in saved))
+        if "model_weights" in differ:
+            raise ValueError(f"cannot --resume {str(self.path)!r}: the files of model {settings.get('model')!r} "
+                             "changed since its rows were written (it was retrained or replaced), so old and new "
+                             "rows would mix two models; choose a new --out")
         if differ:
             shown = ", ".join(f"{k}: {_short(saved.get(k))} then, {_short(settings.get(k))} now" for k in differ[:3])
             raise ValueError(f"cannot --resume {str(self.path)!r} with other settings ({shown}); rerun with the "

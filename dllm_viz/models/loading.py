@@ -9,6 +9,7 @@ transformers call is told `trust_remote_code` explicitly and can never ask about
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterator
@@ -96,6 +97,34 @@ def load(
         f"({', '.join(f.name for f in families.FAMILIES)}); pass trust_remote_code=True "
         "(CLI: --trust-remote-code) to run its own code"
     )
+
+
+# What a checkpoint's outputs depend on: weights, config and tokenizer files (not its model card).
+_FINGERPRINTED = (".safetensors", ".bin", ".json", ".model")
+_FINGERPRINT_SPAN = 1 << 16
+
+
+def weights_fingerprint(name_or_path: str) -> str | None:
+    """A short fingerprint of a local checkpoint's files ("tiny" included), so a results file
+    resumed later can tell that the model under the same name was retrained or replaced.
+
+    Why not a full hash: checkpoints run to many GB. Each file's name, size and first and last
+    64 KiB are hashed: a safetensors header (tensor names, shapes, offsets) and the first and last
+    tensors' bytes, which any retraining changes. None for a hub id or a path that does not exist
+    (nothing is downloaded here; `load` reports a bad path).
+    """
+    directory = TINY_DIR if name_or_path == "tiny" else Path(name_or_path).expanduser()
+    if not directory.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.suffix in _FINGERPRINTED and p.is_file()):
+        size = path.stat().st_size
+        digest.update(f"{path.name}\0{size}\0".encode())
+        with path.open("rb") as handle:
+            digest.update(handle.read(_FINGERPRINT_SPAN))
+            handle.seek(max(0, size - _FINGERPRINT_SPAN))
+            digest.update(handle.read(_FINGERPRINT_SPAN))
+    return digest.hexdigest()[:16]
 
 
 def block_length_of(name_or_path: str) -> int | None:
