@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-
 # Settings keys newer than some results files (see _check_settings).
 ADDED_LATER = frozenset({"model_weights"})
 
