@@ -61,6 +61,15 @@ def with_meta(arrays: dict[str, np.ndarray], meta: Any) -> dict[str, np.ndarray]
     return {**arrays, "__meta_json__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
 
 
+def _eval_rows_argv(tmp_path: Path, model: Path, n: int) -> tuple[Path, list[str]]:
+    """An `eval --out rows.jsonl` command over `n` one-line arithmetic prompts, and its --out."""
+    prompts = tmp_path / "p.jsonl"
+    dump_problems([Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target="x", gold=str(i + 1))
+                   for i in range(n)], prompts)
+    out = tmp_path / "rows.jsonl"
+    return out, ["eval", "--model", str(model), "--prompts", str(prompts), "--quiet", "--out", str(out), *FAST]
+
+
 class TestCLI:
     """`python -m dllm_viz ...`: exit 2 and one line, before any work is wasted or lost."""
 
@@ -189,11 +198,7 @@ class TestCLI:
 
     def test_eval_writes_each_row_and_resumes(self, tmp_path: Path, tiny_dir: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-        prompts = tmp_path / "p.jsonl"
-        dump_problems([Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target="x", gold=str(i + 1))
-                       for i in range(3)], prompts)
-        out = tmp_path / "rows.jsonl"
-        argv = ["eval", "--model", str(tiny_dir), "--prompts", str(prompts), "--quiet", "--out", str(out), *FAST]
+        out, argv = _eval_rows_argv(tmp_path, tiny_dir, 3)
         assert main(argv) == 0
         full = out.read_text().splitlines()
         assert [json.loads(line)["problem_id"] for line in full] == ["p0", "p1", "p2"]
@@ -213,11 +218,7 @@ class TestCLI:
 
         model = tmp_path / "model"
         shutil.copytree(tiny_dir, model)
-        prompts = tmp_path / "p.jsonl"
-        dump_problems([Problem(task="arith", problem_id=f"p{i}", prompt=f"{i} + 1?", target="x", gold=str(i + 1))
-                       for i in range(2)], prompts)
-        out = tmp_path / "rows.jsonl"
-        argv = ["eval", "--model", str(model), "--prompts", str(prompts), "--quiet", "--out", str(out), *FAST]
+        out, argv = _eval_rows_argv(tmp_path, model, 2)
         assert main(argv) == 0
         (model / "MODEL_CARD.md").write_text("edited")  # not what outputs depend on
         assert main([*argv, "--resume"]) == 0
