@@ -30,13 +30,12 @@ from dllm_viz.policies.controller_weights import BUNDLED, load_controller
 from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
 from dllm_viz.tasks import load_problems
 from dllm_viz.tasks.base import Problem
-from dllm_viz.threads import ThreadChoice, apply_inference_threads
+from dllm_viz.threads import THREADS_ENV, ThreadChoice, apply_inference_threads, env_override
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
 TRACE_DIR_ENV = "DLLM_VIZ_TRACE_DIR"
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
-THREADS_ENV = "DLLM_VIZ_THREADS"
 MODELS_DIR_ENV = "DLLM_VIZ_MODELS_DIR"
 # The policy fields that name weight files, and the controller kind each must hold.
 WEIGHT_KINDS = {"controller_weights": "tspd", "filter_weights": "learn2pd"}
@@ -203,8 +202,11 @@ def current_model() -> ModelAdapter | None:
 
 def use_threads(adapter: ModelAdapter) -> ThreadChoice:
     """Apply the thread policy for `adapter` ($DLLM_VIZ_THREADS overrides it); cheap, so every run does."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    override = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    try:
+        override = env_override()
+    except ValueError as exc:  # the app still runs, on the policy's choice
+        st.sidebar.warning(f"{exc}; using the thread policy's choice.")
+        override = None
     return apply_inference_threads(adapter.model, adapter.info.device, override=override)
 
 

@@ -11,9 +11,12 @@ This module only picks and applies the number; callers (the app, the CLI) decide
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
+
+THREADS_ENV = "DLLM_VIZ_THREADS"  # the user's thread count for the app and the CLI
 
 # Below this many parameters a CPU pass is op-overhead-bound: one thread is fastest.
 SMALL_MODEL_PARAMETERS = 100_000_000
@@ -50,6 +53,21 @@ def inference_threads(num_parameters: int, device: str, *, default_threads: int,
         return ThreadChoice(1, f"1 (a model of {num_parameters:,} parameters is fastest on one thread)")
     return ThreadChoice(default_threads, f"{default_threads} (torch default for a "
                                          f"{num_parameters / 1e9:.1f}B-parameter model)")
+
+
+def env_override() -> int | None:
+    """The thread count set in $DLLM_VIZ_THREADS, or None when it is unset or empty.
+
+    Raises:
+        ValueError: it is set to anything but a whole number >= 1 (the message names the value).
+    """
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{THREADS_ENV}={raw!r} is not a thread count; set it to a whole number >= 1 "
+                         "(1 is fastest for small models) or unset it")
+    return int(raw)
 
 
 def apply_inference_threads(model: torch.nn.Module, device: str, *, override: int | None = None) -> ThreadChoice:

@@ -16,6 +16,7 @@ from dllm_viz.cli.options import (
     check_resume,
     check_scoring,
     decode_config,
+    load_model,
     model_settings,
     policy_fields,
     warn_unsafe,
@@ -74,7 +75,6 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from dllm_viz.bench import ROW_COLUMNS, run_bench
-    from dllm_viz.models import load
     from dllm_viz.sweep import parse_sweep
 
     if args.n < 1:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
 
     try:
-        adapter = (load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+        adapter = (load_model(args)
                    if done < total else None)
         rows = run_bench(adapter, problems, configs, config, on_row=progress, finished=finished,  # type: ignore[arg-type]
                          unsafe_exec=args.unsafe_exec)

@@ -22,6 +22,7 @@ from dllm_viz.cli.options import (
     check_resume,
     check_scoring,
     decode_config,
+    load_model,
     model_settings,
     passed_options,
     policy_fields,
@@ -76,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
     """Calibrate, print both slices' tables, and write --out; returns the exit status."""
     from dllm_viz.bench import cut_off_warning, parse_config
     from dllm_viz.calibrate import calibrate, check_tolerance, grid_configs, knob_value, parse_grid, table_records
-    from dllm_viz.models import load
 
     for flag, value in (("--n", args.n), ("--check-n", args.check_n)):
         if value < 1:
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
 
     try:
-        adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+        adapter = load_model(args)
         result = calibrate(adapter, calibration, check, dense, points, config, args.tolerance, on_row=progress,
                            finished=finished, unsafe_exec=args.unsafe_exec)
     finally:

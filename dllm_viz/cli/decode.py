@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, pipeline
+from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, load_model, pipeline
 from dllm_viz.writable import check_writable
 
 
@@ -28,13 +28,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Decode and print; returns the exit status."""
     from dllm_viz.engine import decode
-    from dllm_viz.models import load
 
     pipe, config = pipeline(args), decode_config(args)
     pipe.validate(config.gen_length)  # fail on bad options before loading weights
     if args.save is not None:
         check_save_target(args.save, force=args.force)
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    adapter = load_model(args)
     prompt_ids = adapter.encode_prompt(args.prompt, chat=args.chat)
     trace = decode(adapter, prompt_ids, pipe, config, prompt_text=args.prompt)
     summary = trace.summary()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dllm_viz.cli.options import add_model_options
+from dllm_viz.cli.options import add_model_options, load_model
 
 DRILL_SEED = 777  # fresh drills; training draws its drill seeds from a per-step RNG
 CHAINED_DRILL_OPS = 4
@@ -32,7 +32,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the role table; returns the exit status."""
     from dllm_viz.evaluation import heldout_problems
-    from dllm_viz.models import load
     from dllm_viz.train.diagnose import format_onehop, format_table, onehop_accuracy, role_accuracy
 
     try:
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--ratios` must be comma-separated numbers, got {args.ratios!r}") from exc
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    adapter = load_model(args)
     problems = heldout_problems("arith", args.n)
     print(format_table(role_accuracy(adapter, problems, ratios, seed=args.seed)))
     print()

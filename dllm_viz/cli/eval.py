@@ -17,6 +17,7 @@ from dllm_viz.cli.options import (
     check_resume,
     check_scoring,
     decode_config,
+    load_model,
     model_settings,
     pipeline,
     warn_unsafe,
@@ -55,7 +56,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate and print the summary line; returns the exit status."""
     from dllm_viz.evaluation import ProblemResult, evaluate, summarize, take, task_problems
-    from dllm_viz.models import load
     from dllm_viz.tasks import load_problems
 
     if args.n is not None and args.n < 1:
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if todo:
-            adapter = load(args.model, device=args.device, dtype=args.dtype,
-                           trust_remote_code=args.trust_remote_code)
+            adapter = load_model(args)
             results = evaluate(adapter, todo, pipe, config, on_result=progress, unsafe_exec=args.unsafe_exec)
         else:
             results = []

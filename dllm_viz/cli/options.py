@@ -26,7 +26,7 @@ BLOCK_CAUSAL = policy_defaults(32)  # its names, for --help (the block length is
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """--model, --device, --dtype, --trust-remote-code."""
+    """--model, --device, --dtype, --trust-remote-code, --threads (see load_model)."""
     group = parser.add_argument_group("model")
     group.add_argument("--model", default="tiny",
                        help="'tiny' (bundled), a local checkpoint directory, or a hub id (default: tiny)")
@@ -35,6 +35,30 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="weights dtype (default: bf16 on CUDA, fp16 on MPS, fp32 on CPU)")
     group.add_argument("--trust-remote-code", action="store_true",
                        help="allow model families dllm_viz does not support natively, through their own code")
+    group.add_argument("--threads", type=int, default=None,
+                       help="CPU threads for the model's passes (default: $DLLM_VIZ_THREADS, else 1 for models "
+                            "under 100M parameters, which run fastest on one thread, and torch's default above)")
+
+
+def load_model(args: argparse.Namespace) -> Any:
+    """Load --model as a ModelAdapter and apply the CPU thread policy to it (dllm_viz/threads.py):
+    --threads, else $DLLM_VIZ_THREADS, else the policy's count for its size. Says the choice on
+    stderr, since wall-clock columns depend on it.
+
+    Raises:
+        ModelLoadError: see dllm_viz.models.load.
+        ValueError: --threads below 1 or $DLLM_VIZ_THREADS not a thread count.
+    """
+    from dllm_viz.models import load
+    from dllm_viz.threads import apply_inference_threads, env_override
+
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"`--threads` must be >= 1, got {args.threads}")
+    override = args.threads if args.threads is not None else env_override()  # a bad value fails before loading
+    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    choice = apply_inference_threads(adapter.model, adapter.info.device, override=override)
+    print(f"CPU threads: {choice.reason}", file=sys.stderr)
+    return adapter
 
 
 def add_results_options(parser: argparse.ArgumentParser, *, record: str, unit: str, flag: str = "--out") -> None:

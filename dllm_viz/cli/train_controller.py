@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_model_options
+from dllm_viz.cli.options import add_model_options, load_model
 
 # The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
@@ -44,7 +44,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train and save; returns the exit status."""
-    from dllm_viz.models import load
     from dllm_viz.tasks import get_task, load_problems
     from dllm_viz.train.controller import ControllerConfig, train_controller
     from dllm_viz.train.trajectory_store import TrajectoryStore
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     store = TrajectoryStore(out.with_name(out.stem + ".trajectories"), prompts,
                             {"model": args.model, "gen_length": args.gen_length,
                              "block_length": args.block_length}, resume=args.resume)
-    adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    adapter = load_model(args)
     path, card = train_controller(adapter, prompts, config, out, store=store,
                                   on_progress=lambda progress: print(progress.message(), flush=True))
     store.remove()
