@@ -157,6 +157,15 @@ def test_run_shows_the_traces_nfe_and_a_heatmap(dirs: dict[str, Path]) -> None:
     assert panel(at)["trace"]["output"] == figures_output_text(trace)
 
 
+def test_a_bad_thread_count_in_the_environment_is_named_and_the_policy_used(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLLM_VIZ_THREADS", "lots")
+    at = open_app().run()  # the sidebar says the thread choice from the second run on
+    assert not at.exception, at.exception
+    assert any("DLLM_VIZ_THREADS='lots' is not a thread count" in w.value for w in at.sidebar.warning)
+    assert any("CPU threads: 1 (a model of" in c.value for c in at.sidebar.caption)
+
+
 def test_raising_the_threshold_lowers_or_keeps_tokens_per_step(dirs: dict[str, Path]) -> None:
     per_step = {}
     for threshold in ("0.01", "0.9"):
