@@ -107,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
 
     try:
-        adapter = (load_model(args)
-                   if done < total else None)
+        adapter = load_model(args) if done < total else None
         rows = run_bench(adapter, problems, configs, config, on_row=progress, finished=finished,  # type: ignore[arg-type]
                          unsafe_exec=args.unsafe_exec)
     finally:

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
@@ -21,6 +21,9 @@ from dllm_viz.explain import cache_help, component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.defaults import BIDIRECTIONAL, policy_defaults
 from dllm_viz.policies.knobs import Knob, knobs, parse_text
+
+if TYPE_CHECKING:  # torch loads only when a command loads a model
+    from dllm_viz.models.base import ModelAdapter
 
 BLOCK_CAUSAL = policy_defaults(32)  # its names, for --help (the block length is the model's)
 
@@ -40,7 +43,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                             "under 100M parameters, which run fastest on one thread, and torch's default above)")
 
 
-def load_model(args: argparse.Namespace) -> Any:
+def load_model(args: argparse.Namespace) -> ModelAdapter:
     """Load --model as a ModelAdapter and apply the CPU thread policy to it (dllm_viz/threads.py):
     --threads, else $DLLM_VIZ_THREADS, else the policy's count for its size. Says the choice on
     stderr, since wall-clock columns depend on it.
