@@ -45,7 +45,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], status: int, *needles: st
     """Assert exit 2 and a single stderr line holding every needle (no traceback)."""
     err = capsys.readouterr().err.strip()
     assert status == 2, err
-    lines = [line for line in err.splitlines() if not line.startswith("[")]  # progress lines aside
+    lines = [line for line in err.splitlines() if not line.startswith(("[", "note:"))]  # progress, notes aside
     assert len(lines) == 1 and "Traceback" not in err, err
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -69,7 +69,7 @@ def test_the_cli_applies_the_policy_to_the_model_it_loads(tiny_dir: Path, monkey
         torch.set_num_threads(2)
         assert main(decode) == 0
         assert torch.get_num_threads() == 1
-        assert "CPU threads: 1 (a model of" in capsys.readouterr().err
+        assert "note: CPU threads: 1 (a model of" in capsys.readouterr().err
         assert main([*decode, "--threads", "2"]) == 0
         assert torch.get_num_threads() == 2
         monkeypatch.setenv(THREADS_ENV, "3")

@@ -60,7 +60,7 @@ def load_model(args: argparse.Namespace) -> ModelAdapter:
     override = args.threads if args.threads is not None else env_override()  # a bad value fails before loading
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     choice = apply_inference_threads(adapter.model, adapter.info.device, override=override)
-    print(f"CPU threads: {choice.reason}", file=sys.stderr)
+    print(f"note: CPU threads: {choice.reason}", file=sys.stderr)
     return adapter
 
 
