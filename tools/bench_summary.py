@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if mine & seen:
             raise SystemExit(f"{path}: problem {sorted(mine & seen)[0]!r} is also in an earlier file")
         seen |= mine
-    rows = finished_problems(pd.concat(parts, ignore_index=True))
+    everything = pd.concat(parts, ignore_index=True)
+    rows = finished_problems(everything)
     if rows.empty:
         raise SystemExit("no problem is finished under every configuration yet")
     sweep = parse_sweep(args.sweep) if args.sweep else None
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = sorted(set(sweep.labels) - set(rows["config"]))
         raise SystemExit(f"--sweep {args.sweep!r}: the files have no rows for {missing[0]!r}; give the run's sweep")
     problems = rows["problem_id"].nunique()
-    started = pd.concat(parts)["problem_id"].nunique()
+    started = everything["problem_id"].nunique()
     print_report(rows, sweep, f"{problems} problems finished under every configuration ({started} started) in "
                               f"{', '.join(str(path) for path in args.files)}")
     return 0

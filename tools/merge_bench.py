@@ -23,12 +23,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dllm_viz.cli.results import settings_path, write_settings
+
 HEADER_END = "\r\n"  # csv.writer's line end: the header line holds no quoted newlines
 
 
 def settings_of(part: Path) -> dict[str, Any]:
     """The settings `bench --out` kept beside `part`."""
-    path = part.with_name(part.name + ".settings.json")
+    path = settings_path(part)
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = merged_settings(args.parts)
     with args.out.open("x", encoding="utf-8", newline="") as handle:
         handle.write(merged_rows(args.parts))
-    args.out.with_name(args.out.name + ".settings.json").write_text(json.dumps(settings, indent=2, sort_keys=True))
+    write_settings(args.out, settings)
     print(f"wrote {args.out}: {len(settings['problems'])} problems from {len(args.parts)} parts", file=sys.stderr)
     return 0
 

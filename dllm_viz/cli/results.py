@@ -40,7 +40,7 @@ class ResultsFile:
         self.path = path
         self.is_csv = path.suffix.lower() == ".csv"
         self.columns = list(columns)
-        self.settings_path = path.with_name(path.name + ".settings.json")
+        self.settings_path = settings_path(path)
         settings = json.loads(json.dumps(settings, default=str))  # compare what JSON keeps
         if path.is_dir():
             raise ValueError(f"--out {str(path)!r} is a directory; give a file path such as {str(path / 'results')!r}")
@@ -85,7 +85,7 @@ class ResultsFile:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle = self.path.open("a", encoding="utf-8", newline="")
-            self.settings_path.write_text(json.dumps(settings, indent=2, sort_keys=True))
+            write_settings(self.path, settings)
         except OSError as exc:
             raise ValueError(f"cannot write --out {str(self.path)!r} ({exc.strerror or exc.__class__.__name__}); "
                              "choose a writable path") from None
@@ -113,6 +113,16 @@ class ResultsFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def settings_path(path: Path) -> Path:
+    """Where the settings of results file `path` are kept: `<out>.settings.json` beside it."""
+    return path.with_name(path.name + ".settings.json")
+
+
+def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
+    """Write the settings of results file `path` (as --resume reads them back)."""
+    settings_path(path).write_text(json.dumps(settings, indent=2, sort_keys=True))
 
 
 def read_csv_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
