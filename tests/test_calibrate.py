@@ -189,3 +189,56 @@ def test_an_interrupted_calibration_resumes_from_its_rows(tmp_path: Path, capsys
 def test_resume_needs_a_rows_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*BASE, "--policy", "cora", "--grid", "m=1", "--n", "2", "--resume"]) == 2
     assert "pass --rows PATH" in capsys.readouterr().err
+
+
+def test_a_second_policy_reuses_dense_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # dense is the same measurement for every policy: a second calibration takes it from the first's rows
+    first_rows, second_rows = tmp_path / "cora.jsonl", tmp_path / "adablock.jsonl"
+    slices = ["--n", "2", "--check-n", "1"]
+    assert main([*BASE, "--policy", "cora", "--grid", "m=1", *slices, "--rows", str(first_rows),
+                 "--out", str(tmp_path / "cora.json")]) == 0
+    capsys.readouterr()
+    argv = [*BASE, "--policy", "adablock+threshold", "--grid", "delimiter_threshold=0.5,0.9", *slices,
+            "--rows", str(second_rows), "--dense-rows", str(first_rows)]
+    assert main([*argv, "--out", str(tmp_path / "adablock.json")]) == 0
+    err = capsys.readouterr().err
+    assert "reusing 3 dense rows" in err
+    measured = [line.split()[1] for line in err.splitlines() if line.startswith(("[calibration]", "[check]"))]
+    assert "dense" not in measured and len(measured) == 2 * 2 + 1  # two points on two problems, the choice on one
+    cora, adablock = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("cora", "adablock"))
+    assert adablock["calibration"]["results"][0] == cora["calibration"]["results"][0]  # dense, reused
+    assert adablock["check"]["results"][0] == cora["check"]["results"][0]
+    kept = [json.loads(line) for line in second_rows.read_text().splitlines()]
+    assert [r["config"] for r in kept].count("dense") == 3  # the rows file holds every row the report used
+    # resuming with the same --dense-rows copies nothing twice
+    assert main([*argv, "--resume", "--out", str(tmp_path / "again.json")]) == 0
+    assert "reusing 0 dense rows" in capsys.readouterr().err
+    assert len(second_rows.read_text().splitlines()) == len(kept)
+
+
+@pytest.mark.parametrize(("case", "needle"), [
+    ("another canvas", "its dense ran with other settings (decode:"),
+    ("other slices", "its dense ran with other settings (check_n:"),
+    ("its own rows", "is this run's --rows file"),
+    ("no such file", "is not a file"),
+])
+def test_dense_rows_of_other_settings_are_refused(case: str, needle: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    first_rows = tmp_path / "cora.jsonl"
+    assert main([*BASE, "--policy", "cora", "--grid", "m=1", "--n", "1", "--check-n", "1",
+                 "--rows", str(first_rows)]) == 0
+    capsys.readouterr()
+    rows, dense_rows, extra = tmp_path / "next.jsonl", first_rows, []
+    if case == "another canvas":
+        extra = ["--gen-length", "96"]
+    elif case == "other slices":
+        extra = ["--check-n", "2"]
+    elif case == "its own rows":
+        rows, extra = first_rows, ["--resume"]
+    else:
+        dense_rows = tmp_path / "none.jsonl"
+    argv = [*BASE, "--policy", "cora", "--grid", "m=2", "--n", "1", "--check-n", "1", "--rows", str(rows),
+            "--dense-rows", str(dense_rows), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1

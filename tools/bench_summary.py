@@ -25,16 +25,16 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dllm_viz.bench import BASELINE, ROW_COLUMNS
+from dllm_viz.cli import results
 from dllm_viz.cli.bench import print_report, typed_rows
-from dllm_viz.cli.results import read_csv_rows
 from dllm_viz.sweep import parse_sweep
 
 
-def read_rows(path: Path) -> pd.DataFrame:
+def bench_rows(path: Path) -> pd.DataFrame:
     """The whole rows of one `bench --out` csv, typed as bench's own."""
     if not path.is_file():
         raise SystemExit(f"{path}: no such file; give `bench --out` csv files")
-    return typed_rows(pd.DataFrame(read_csv_rows(path, ROW_COLUMNS), columns=list(ROW_COLUMNS)))
+    return typed_rows(pd.DataFrame(results.read_rows(path, ROW_COLUMNS), columns=list(ROW_COLUMNS)))
 
 
 def finished_problems(rows: pd.DataFrame) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", type=Path, nargs="+", help="`bench --out` csv files")
     parser.add_argument("--sweep", help="the sweep the run was given (its points are configurations of the files)")
     args = parser.parse_args(argv)
-    parts = [read_rows(path) for path in args.files]
+    parts = [bench_rows(path) for path in args.files]
     for path, part in zip(args.files, parts, strict=True):
         if BASELINE not in set(part["config"]):
             raise SystemExit(f"{path}: has no {BASELINE!r} rows yet, so nothing can be compared")

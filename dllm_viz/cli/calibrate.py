@@ -67,6 +67,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "this .json file (never replaces an existing file)")
     add_results_options(parser, record="every measured row with its slice (.csv, else jsonl)", unit="rows",
                         flag="--rows")
+    parser.add_argument("--dense-rows", type=Path, default=None,
+                        help="reuse dense's rows from the --rows file of another calibrate run with the same model, "
+                             "prompts, slices and decode settings (only --policy, --grid and the knobs differ): "
+                             "dense is the same measurement for every policy, and on a long canvas it is most of a "
+                             "run's time; the rows reused are copied into --rows")
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser, components=False)
@@ -106,11 +111,22 @@ def run(args: argparse.Namespace) -> int:
                 "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
                 "options": {name: options[name] for name in passed_options(args)},
                 "dense": dense.to_dict()}
-    rows_file = (ResultsFile(args.rows, {**settings, "problems": [p.problem_id for p in (*calibration, *check)]},
-                             resume=args.resume, columns=_row_file_columns()) if args.rows is not None else None)
-    finished = _finished(rows_file.rows) if rows_file is not None and rows_file.rows else None
-    if finished:
-        print(f"resuming {args.rows}: {sum(len(f) for f in finished.values())} rows already measured", file=sys.stderr)
+    rows_file_settings = {**settings, "problems": [p.problem_id for p in (*calibration, *check)]}
+    if args.dense_rows is not None and args.rows is not None and args.dense_rows.resolve() == args.rows.resolve():
+        raise ValueError(f"--dense-rows {str(args.dense_rows)!r} is this run's --rows file; give the rows file of "
+                         "another policy's calibration (its own rows are resumed with --resume)")
+    rows_file = (ResultsFile(args.rows, rows_file_settings, resume=args.resume, columns=_row_file_columns())
+                 if args.rows is not None else None)
+    known = list(rows_file.rows) if rows_file is not None else []
+    if known:
+        print(f"resuming {args.rows}: {len(known)} rows already measured", file=sys.stderr)
+    if args.dense_rows is not None:
+        borrowed = _new_rows(_dense_rows(args.dense_rows, rows_file_settings), known)
+        print(f"reusing {len(borrowed)} dense rows of {args.dense_rows}", file=sys.stderr)
+        known += borrowed
+        for row in borrowed if rows_file is not None else ():
+            rows_file.append(row)  # the rows file holds every row its report used
+    finished = _finished(known) if known else None
 
     def progress(name: str, row: dict) -> None:
         if rows_file is not None:
@@ -170,6 +186,47 @@ def _finished(rows: list[dict]) -> dict:  # type: ignore[type-arg]
     table = pd.DataFrame(rows, columns=list(_row_file_columns()))
     return {str(name): typed_rows(part[list(ROW_COLUMNS)].reset_index(drop=True))
             for name, part in table.groupby("slice", sort=False)}
+
+
+# What may differ between two calibrations whose dense rows are the same measurement: dense's own
+# configuration is its own settings key ("dense"), so the knobs passed for the policy do not matter.
+POLICY_SETTINGS = frozenset({"policy", "grid", "options"})
+
+
+def _dense_rows(path: Path, settings: dict) -> list[dict]:  # type: ignore[type-arg]
+    """Dense's rows in the --rows file `path` of another calibration, refused unless its settings
+    are this run's apart from the policy, its grid and its knobs."""
+    from dllm_viz.bench import BASELINE
+    from dllm_viz.cli.results import differing_settings, read_rows, read_settings, show_differences
+
+    if not path.is_file():
+        raise ValueError(f"--dense-rows {str(path)!r} is not a file; give the --rows file of another calibrate run")
+    try:
+        saved = read_settings(path)
+    except ValueError as exc:
+        raise ValueError(f"cannot reuse --dense-rows: {exc}; give a --rows file calibrate wrote") from None
+    if saved.get("command") != "calibrate":
+        raise ValueError(f"--dense-rows {str(path)!r} was not written by calibrate --rows; give such a file")
+    mine = json.loads(json.dumps(settings, default=str))  # compare what JSON keeps
+    differ = differing_settings(saved, mine, ignore=POLICY_SETTINGS)
+    if differ:
+        raise ValueError(f"cannot reuse --dense-rows {str(path)!r}: its dense ran with other settings "
+                         f"({show_differences(saved, mine, differ)}); rerun with the same options as that run")
+    return [row for row in read_rows(path, _row_file_columns()) if row.get("config") == BASELINE]
+
+
+def _new_rows(rows: list[dict], known: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+    """`rows` less those whose (slice, config, problem) `known` already holds, each once."""
+    def key(row: dict) -> tuple[str, str, str]:  # type: ignore[type-arg]
+        return str(row.get("slice")), str(row.get("config")), str(row.get("problem_id"))
+
+    seen = {key(row) for row in known}
+    fresh = []
+    for row in rows:
+        if key(row) not in seen:
+            seen.add(key(row))
+            fresh.append(row)
+    return fresh
 
 
 def _check_out(out: Path | None) -> None:

@@ -55,22 +55,19 @@ class ResultsFile:
 
     def _check_settings(self, settings: dict[str, Any]) -> None:
         try:
-            saved = json.loads(self.settings_path.read_text())
-        except (OSError, ValueError):
-            raise ValueError(f"cannot --resume {str(self.path)!r}: its settings file {self.settings_path.name!r} is "
-                             "missing or unreadable, so the rows may come from other settings; choose a new --out"
+            saved = read_settings(self.path)
+        except ValueError as exc:
+            raise ValueError(f"cannot --resume: {exc}, so the rows may come from other settings; choose a new --out"
                              ) from None
-        # Files written before a key existed carry none: their rows are resumed on trust.
-        differ = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k)
-                        and not (k in ADDED_LATER and k not in saved))
+        differ = differing_settings(saved, settings)
         if "model_weights" in differ:
             raise ValueError(f"cannot --resume {str(self.path)!r}: the files of model {settings.get('model')!r} "
                              "changed since its rows were written (it was retrained or replaced), so old and new "
                              "rows would mix two models; choose a new --out")
         if differ:
-            shown = ", ".join(f"{k}: {_short(saved.get(k))} then, {_short(settings.get(k))} now" for k in differ[:3])
-            raise ValueError(f"cannot --resume {str(self.path)!r} with other settings ({shown}); rerun with the "
-                             "same options or choose a new --out")
+            raise ValueError(f"cannot --resume {str(self.path)!r} with other settings "
+                             f"({show_differences(saved, settings, differ)}); rerun with the same options or "
+                             "choose a new --out")
 
     def _read_rows(self) -> list[dict[str, Any]]:
         with self.path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
@@ -125,11 +122,46 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
     settings_path(path).write_text(json.dumps(settings, indent=2, sort_keys=True))
 
 
-def read_csv_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The whole rows of a `bench --out` csv, read without changing the file: a row still being
-    written by a running bench, or cut short by a kill, is left out (tools/bench_summary.py)."""
+def read_settings(path: Path) -> dict[str, Any]:
+    """The settings kept beside results file `path`.
+
+    Raises:
+        ValueError: the settings file is missing or not JSON (the message names it).
+    """
+    try:
+        saved = json.loads(settings_path(path).read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"the settings file {settings_path(path).name!r} of {str(path)!r} is missing or "
+                         "unreadable, so its rows' settings are unknown") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"the settings file {settings_path(path).name!r} of {str(path)!r} holds no settings")
+    return saved
+
+
+def differing_settings(saved: Mapping[str, Any], settings: Mapping[str, Any],
+                       ignore: frozenset[str] = frozenset()) -> list[str]:
+    """Keys whose values differ between a file's saved settings and a run's, sorted, `ignore`
+    left out. Files written before a key existed carry none: their rows are taken on trust."""
+    return sorted(k for k in {*saved, *settings} - ignore if saved.get(k) != settings.get(k)
+                  and not (k in ADDED_LATER and k not in saved))
+
+
+def show_differences(saved: Mapping[str, Any], settings: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """The first three differing keys as 'key: <then> then, <now> now' (JSON, shortened)."""
+    return ", ".join(f"{k}: {_short(saved.get(k))} then, {_short(settings.get(k))} now" for k in keys[:3])
+
+
+def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The whole rows of a results file (.csv, else jsonl), read without changing it: a row still
+    being written by a running command, or cut short by a kill, is left out
+    (tools/bench_summary.py, calibrate --dense-rows).
+
+    Raises:
+        ValueError: a csv with other columns, or a jsonl line that is not JSON.
+    """
     with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
-        return _csv_rows(handle.read(), columns)[0]
+        text = handle.read()
+    return (_csv_rows(text, columns) if path.suffix.lower() == ".csv" else _jsonl_rows(text, path))[0]
 
 
 def _lines(text: str) -> list[str]:
