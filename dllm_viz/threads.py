@@ -70,6 +70,20 @@ def env_override() -> int | None:
     return int(raw)
 
 
+def requested_threads(flag_value: int | None, flag: str = "--threads") -> int | None:
+    """The thread count a user asked for: the command's `flag`, else $DLLM_VIZ_THREADS, else None
+    (the policy decides). Checked here, before a model loads, so a bad value costs nothing.
+
+    Raises:
+        ValueError: the flag below 1, or the variable not a whole number >= 1.
+    """
+    if flag_value is None:
+        return env_override()
+    if flag_value < 1:
+        raise ValueError(f"`{flag}` must be >= 1, got {flag_value}")
+    return flag_value
+
+
 def apply_inference_threads(model: torch.nn.Module, device: str, *, override: int | None = None) -> ThreadChoice:
     """Choose the thread count for `model` (see inference_threads) and set it for this process.
 

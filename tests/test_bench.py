@@ -239,6 +239,12 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
         summary.main([parts[0], parts[0]])
     with pytest.raises(SystemExit, match="no rows for"):
         summary.main([parts[0], "--sweep", "threshold(threshold=0.5:0.9:2)"])
+    # a part cut mid-row merges without the cut row (named), which the merged file's --resume measures again
+    assert merge.main([parts[0], str(cut), "--out", str(tmp_path / "cut.csv")]) == 0
+    assert "part2.csv: its last row was cut short" in capsys.readouterr().err
+    merged = pd.read_csv(tmp_path / "cut.csv")
+    assert merged["config"].tolist() == ["dense", "threshold"] * 2 + ["dense"]
+    assert merged.equals(rows.iloc[:5])
     other = [*common, "--skip", "0", "--n", "1", "--threshold", "0.5", "--out", str(tmp_path / "other.csv")]
     assert main(other) == 0
     with pytest.raises(SystemExit, match="settings differ"):

@@ -14,6 +14,7 @@ from dllm_viz.threads import (
     apply_inference_threads,
     env_override,
     inference_threads,
+    requested_threads,
 )
 
 
@@ -53,6 +54,19 @@ def test_the_environment_override_is_checked(monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(THREADS_ENV, bad)
         with pytest.raises(ValueError, match=f"{THREADS_ENV}='{re.escape(bad)}' is not a thread count"):
             env_override()
+
+
+def test_the_flag_wins_over_the_environment_and_both_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert requested_threads(2) == 2 and requested_threads(None) == 3
+    with pytest.raises(ValueError, match="`--threads` must be >= 1, got 0"):
+        requested_threads(0)
+    monkeypatch.setenv(THREADS_ENV, "lots")
+    assert requested_threads(1) == 1  # the flag wins, so the variable is not read
+    with pytest.raises(ValueError, match="is not a thread count"):
+        requested_threads(None)
+    monkeypatch.delenv(THREADS_ENV)
+    assert requested_threads(None) is None
 
 
 def test_the_cli_applies_the_policy_to_the_model_it_loads(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,

@@ -18,26 +18,25 @@ were measured in different processes, so they compare within a part's rows, not 
 from __future__ import annotations
 
 import argparse
-import json
+import csv
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dllm_viz.cli.results import settings_path, write_settings
+from dllm_viz.bench import ROW_COLUMNS
+from dllm_viz.cli.results import differing_settings, read_rows, read_settings, write_settings
 
-HEADER_END = "\r\n"  # csv.writer's line end: the header line holds no quoted newlines
+ROW_END = "\r\n"  # csv.writer ends every row so; a part that does not was cut mid-row by a kill
 
 
 def settings_of(part: Path) -> dict[str, Any]:
     """The settings `bench --out` kept beside `part`."""
-    path = settings_path(part)
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise SystemExit(f"{part}: its settings file {path.name!r} is missing or unreadable; "
-                         "merge only files written by `bench --out`") from None
+        return read_settings(part)
+    except ValueError as exc:
+        raise SystemExit(f"{part}: {exc}; merge only files written by `bench --out`") from None
 
 
 def merged_settings(parts: list[Path]) -> dict[str, Any]:
@@ -46,7 +45,7 @@ def merged_settings(parts: list[Path]) -> dict[str, Any]:
     problems: list[str] = []
     for part in parts:
         settings = settings_of(part)
-        differ = sorted(k for k in {*first, *settings} if k != "problems" and first.get(k) != settings.get(k))
+        differ = differing_settings(first, settings, ignore=frozenset({"problems"}))
         if differ:
             raise SystemExit(f"{part}: settings differ from {parts[0]} in {', '.join(differ)}; "
                              "merge only slices of one run")
@@ -58,17 +57,20 @@ def merged_settings(parts: list[Path]) -> dict[str, Any]:
     return {**first, "problems": problems}
 
 
-def merged_rows(parts: list[Path]) -> str:
-    """The first part's text, then each other part's without its header line."""
-    texts = []
+def merged_rows(parts: list[Path]) -> list[dict[str, Any]]:
+    """Every part's whole rows, in order. A part whose last row was cut short by a kill loses
+    that row (named on stderr): `bench --resume` on the merged file measures it again."""
+    rows: list[dict[str, Any]] = []
     for part in parts:
+        try:
+            rows += read_rows(part, ROW_COLUMNS)
+        except ValueError as exc:
+            raise SystemExit(f"{part}: {exc}") from None
         with part.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
-            texts.append(handle.read())
-    header = texts[0].split(HEADER_END, 1)[0]
-    for part, text in zip(parts, texts, strict=True):
-        if text.split(HEADER_END, 1)[0] != header:
-            raise SystemExit(f"{part}: its columns differ from {parts[0]}'s; merge files of one dllm_viz version")
-    return texts[0] + "".join(text.split(HEADER_END, 1)[1] for text in texts[1:])
+            if not handle.read().endswith(ROW_END):
+                print(f"{part}: its last row was cut short and is left out; `bench --resume` on the merged "
+                      "file measures it again", file=sys.stderr)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists():
         raise SystemExit(f"--out {str(args.out)!r} already exists; choose another path")
     settings = merged_settings(args.parts)
+    rows = merged_rows(args.parts)
     with args.out.open("x", encoding="utf-8", newline="") as handle:
-        handle.write(merged_rows(args.parts))
+        writer = csv.writer(handle)
+        writer.writerow(ROW_COLUMNS)
+        writer.writerows([row[column] for column in ROW_COLUMNS] for row in rows)
     write_settings(args.out, settings)
-    print(f"wrote {args.out}: {len(settings['problems'])} problems from {len(args.parts)} parts", file=sys.stderr)
+    print(f"wrote {args.out}: {len(rows)} rows of {len(settings['problems'])} problems from {len(args.parts)} parts",
+          file=sys.stderr)
     return 0
 
 

@@ -53,11 +53,9 @@ def load_model(args: argparse.Namespace) -> ModelAdapter:
         ValueError: --threads below 1 or $DLLM_VIZ_THREADS not a thread count.
     """
     from dllm_viz.models import load
-    from dllm_viz.threads import apply_inference_threads, env_override
+    from dllm_viz.threads import apply_inference_threads, requested_threads
 
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"`--threads` must be >= 1, got {args.threads}")
-    override = args.threads if args.threads is not None else env_override()  # a bad value fails before loading
+    override = requested_threads(args.threads)  # a bad value fails before loading
     adapter = load(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     choice = apply_inference_threads(adapter.model, adapter.info.device, override=override)
     print(f"note: CPU threads: {choice.reason}", file=sys.stderr)

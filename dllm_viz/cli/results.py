@@ -72,7 +72,10 @@ class ResultsFile:
     def _read_rows(self) -> list[dict[str, Any]]:
         with self.path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
             text = handle.read()
-        rows, whole = _csv_rows(text, self.columns) if self.is_csv else _jsonl_rows(text, self.path)
+        try:
+            rows, whole = _csv_rows(text, self.columns) if self.is_csv else _jsonl_rows(text, self.path)
+        except ValueError as exc:
+            raise ValueError(f"cannot --resume {str(self.path)!r}: {exc}") from None
         if whole < len(text):  # a row cut short by a kill: drop it so the file ends on a whole row
             with self.path.open("r+", encoding="utf-8", newline="") as handle:
                 handle.truncate(len(text[:whole].encode("utf-8")))
@@ -180,8 +183,7 @@ def _jsonl_rows(text: str, path: Path) -> tuple[list[dict[str, Any]], int]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
-                raise ValueError(f"cannot --resume {str(path)!r}: line {line_no} is not JSON; repair or "
-                                 "remove it") from None
+                raise ValueError(f"line {line_no} of {str(path)!r} is not JSON; repair or remove it") from None
     return rows, end
 
 
@@ -207,8 +209,8 @@ def _csv_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], 
             rows.append(dict(zip(header, record, strict=True)))
         end = consumed
     if header is not None and list(header) != list(columns):
-        raise ValueError(f"cannot --resume: the file's columns {header} are not this version's {list(columns)}; "
-                         "choose a new --out")
+        raise ValueError(f"the file's columns {header} are not this version's {list(columns)}: it was written by "
+                         "another dllm_viz version; read it with that version or start a new file")
     return rows, end
 
 
