@@ -34,7 +34,7 @@ def bench_rows(path: Path) -> pd.DataFrame:
     """The whole rows of one `bench --out` csv, typed as bench's own."""
     if not path.is_file():
         raise SystemExit(f"{path}: no such file; give `bench --out` csv files")
-    return typed_rows(pd.DataFrame(results.read_rows(path, ROW_COLUMNS), columns=list(ROW_COLUMNS)))
+    return typed_rows(pd.DataFrame(results.read_rows(path, ROW_COLUMNS)[0], columns=list(ROW_COLUMNS)))
 
 
 def finished_problems(rows: pd.DataFrame) -> pd.DataFrame:

@@ -28,8 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dllm_viz.bench import ROW_COLUMNS
 from dllm_viz.cli.results import differing_settings, read_rows, read_settings, write_settings
 
-ROW_END = "\r\n"  # csv.writer ends every row so; a part that does not was cut mid-row by a kill
-
 
 def settings_of(part: Path) -> dict[str, Any]:
     """The settings `bench --out` kept beside `part`."""
@@ -63,13 +61,13 @@ def merged_rows(parts: list[Path]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for part in parts:
         try:
-            rows += read_rows(part, ROW_COLUMNS)
+            whole, cut_short = read_rows(part, ROW_COLUMNS)
         except ValueError as exc:
             raise SystemExit(f"{part}: {exc}") from None
-        with part.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
-            if not handle.read().endswith(ROW_END):
-                print(f"{part}: its last row was cut short and is left out; `bench --resume` on the merged "
-                      "file measures it again", file=sys.stderr)
+        if cut_short:
+            print(f"{part}: its last row was cut short and is left out; `bench --resume` on the merged "
+                  "file measures it again", file=sys.stderr)
+        rows += whole
     return rows
 
 

@@ -197,7 +197,7 @@ def _dense_rows(path: Path, settings: dict) -> list[dict]:  # type: ignore[type-
     """Dense's rows in the --rows file `path` of another calibration, refused unless its settings
     are this run's apart from the policy, its grid and its knobs."""
     from dllm_viz.bench import BASELINE
-    from dllm_viz.cli.results import differing_settings, read_rows, read_settings, show_differences
+    from dllm_viz.cli.results import as_saved, differing_settings, read_rows, read_settings, show_differences
 
     if not path.is_file():
         raise ValueError(f"--dense-rows {str(path)!r} is not a file; give the --rows file of another calibrate run")
@@ -207,12 +207,13 @@ def _dense_rows(path: Path, settings: dict) -> list[dict]:  # type: ignore[type-
         raise ValueError(f"cannot reuse --dense-rows: {exc}; give a --rows file calibrate wrote") from None
     if saved.get("command") != "calibrate":
         raise ValueError(f"--dense-rows {str(path)!r} was not written by calibrate --rows; give such a file")
-    mine = json.loads(json.dumps(settings, default=str))  # compare what JSON keeps
+    mine = as_saved(settings)
     differ = differing_settings(saved, mine, ignore=POLICY_SETTINGS)
     if differ:
         raise ValueError(f"cannot reuse --dense-rows {str(path)!r}: its dense ran with other settings "
                          f"({show_differences(saved, mine, differ)}); rerun with the same options as that run")
-    return [row for row in read_rows(path, _row_file_columns()) if row.get("config") == BASELINE]
+    rows, _ = read_rows(path, _row_file_columns())  # a row the other run is still writing is left out
+    return [row for row in rows if row.get("config") == BASELINE]
 
 
 def _new_rows(rows: list[dict], known: list[dict]) -> list[dict]:  # type: ignore[type-arg]

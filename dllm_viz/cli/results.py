@@ -41,7 +41,7 @@ class ResultsFile:
         self.is_csv = path.suffix.lower() == ".csv"
         self.columns = list(columns)
         self.settings_path = settings_path(path)
-        settings = json.loads(json.dumps(settings, default=str))  # compare what JSON keeps
+        settings = as_saved(settings)
         if path.is_dir():
             raise ValueError(f"--out {str(path)!r} is a directory; give a file path such as {str(path / 'results')!r}")
         if path.exists() and not resume:
@@ -57,8 +57,7 @@ class ResultsFile:
         try:
             saved = read_settings(self.path)
         except ValueError as exc:
-            raise ValueError(f"cannot --resume: {exc}, so the rows may come from other settings; choose a new --out"
-                             ) from None
+            raise ValueError(f"cannot --resume: {exc}; choose a new --out") from None
         differ = differing_settings(saved, settings)
         if "model_weights" in differ:
             raise ValueError(f"cannot --resume {str(self.path)!r}: the files of model {settings.get('model')!r} "
@@ -70,10 +69,8 @@ class ResultsFile:
                              "choose a new --out")
 
     def _read_rows(self) -> list[dict[str, Any]]:
-        with self.path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
-            text = handle.read()
         try:
-            rows, whole = _csv_rows(text, self.columns) if self.is_csv else _jsonl_rows(text, self.path)
+            text, rows, whole = _parse(self.path, self.columns)
         except ValueError as exc:
             raise ValueError(f"cannot --resume {str(self.path)!r}: {exc}") from None
         if whole < len(text):  # a row cut short by a kill: drop it so the file ends on a whole row
@@ -125,6 +122,12 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
     settings_path(path).write_text(json.dumps(settings, indent=2, sort_keys=True))
 
 
+def as_saved(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` as a settings file keeps them (JSON types, other values as text), so a run's
+    settings compare equal to the ones read back from its file."""
+    return json.loads(json.dumps(settings, default=str))
+
+
 def read_settings(path: Path) -> dict[str, Any]:
     """The settings kept beside results file `path`.
 
@@ -154,17 +157,24 @@ def show_differences(saved: Mapping[str, Any], settings: Mapping[str, Any], keys
     return ", ".join(f"{k}: {_short(saved.get(k))} then, {_short(settings.get(k))} now" for k in keys[:3])
 
 
-def read_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The whole rows of a results file (.csv, else jsonl), read without changing it: a row still
-    being written by a running command, or cut short by a kill, is left out
-    (tools/bench_summary.py, calibrate --dense-rows).
+def read_rows(path: Path, columns: Sequence[str]) -> tuple[list[dict[str, Any]], bool]:
+    """The whole rows of a results file (.csv, else jsonl), read without changing it, and whether
+    text follows them: a row still being written by a running command, or cut short by a kill, is
+    left out (tools/bench_summary.py, tools/merge_bench.py, calibrate --dense-rows).
 
     Raises:
         ValueError: a csv with other columns, or a jsonl line that is not JSON.
     """
+    text, rows, whole = _parse(path, columns)
+    return rows, whole < len(text)
+
+
+def _parse(path: Path, columns: Sequence[str]) -> tuple[str, list[dict[str, Any]], int]:
+    """The file's text, its whole rows and the length of the text they span."""
     with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
         text = handle.read()
-    return (_csv_rows(text, columns) if path.suffix.lower() == ".csv" else _jsonl_rows(text, path))[0]
+    rows, whole = _csv_rows(text, columns) if path.suffix.lower() == ".csv" else _jsonl_rows(text, path)
+    return text, rows, whole
 
 
 def _lines(text: str) -> list[str]:
