@@ -17,10 +17,10 @@ import numpy as np
 
 from dllm_viz import divergence
 from dllm_viz.config import DecodeConfig
-from dllm_viz.engine import decode_meta, finish_trace, iter_decode
+from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import Pipeline
-from dllm_viz.trace import Trace, TraceBuilder
+from dllm_viz.trace import Trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +125,8 @@ def fork_decode(adapter: ModelAdapter, original: Trace, fork: Fork, *,
     base = replace(config or original.meta.decode_config or DecodeConfig(), gen_length=original.gen_length)
     canvas = fork_canvas(original, fork, adapter.info.mask_token_id)
     prompt_ids = original.prompt_ids.astype(np.int64).tolist()
-    builder = TraceBuilder(base.gen_length, canvas, np.asarray(prompt_ids))
-    for record in iter_decode(adapter, prompt_ids, fork.pipeline, base, initial_tokens=canvas):
-        builder.add(record)
-    meta = decode_meta(adapter, prompt_ids, fork.pipeline, base, original.meta.prompt_text).replace(
-        fork_of={"label": original.meta.label, "step": fork.step, "force_position": fork.force_position,
-                 "force_token": fork.force_token})
-    return Branches(original=original, fork=finish_trace(builder, adapter, meta), at=fork.step)
+    trace = decode(adapter, prompt_ids, fork.pipeline, base, prompt_text=original.meta.prompt_text,
+                   initial_tokens=canvas)
+    meta = trace.meta.replace(fork_of={"label": original.meta.label, "step": fork.step,
+                                       "force_position": fork.force_position, "force_token": fork.force_token})
+    return Branches(original=original, fork=replace(trace, meta=meta), at=fork.step)

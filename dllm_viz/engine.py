@@ -429,6 +429,7 @@ def decode(
     generator: torch.Generator | None = None,
     prompt_text: str | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    initial_tokens: np.ndarray | None = None,
 ) -> Trace:
     """Run `iter_decode` to the end and return the Trace (see iter_decode for arguments).
 
@@ -436,9 +437,10 @@ def decode(
     """
     pipeline = pipeline or Pipeline()
     config = config or DecodeConfig()
-    builder = TraceBuilder(config.gen_length, np.full(config.gen_length, adapter.info.mask_token_id),
-                           np.asarray(prompt_ids))
-    for record in iter_decode(adapter, prompt_ids, pipeline, config, generator=generator):
+    start = np.full(config.gen_length, adapter.info.mask_token_id) if initial_tokens is None else initial_tokens
+    builder = TraceBuilder(config.gen_length, start, np.asarray(prompt_ids))
+    for record in iter_decode(adapter, prompt_ids, pipeline, config, generator=generator,
+                              initial_tokens=initial_tokens):
         builder.add(record)
         if on_step is not None:
             on_step(record)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
@@ -143,9 +145,15 @@ def runs_code(problems: Sequence[Problem]) -> bool:
 
 
 def run_problem(adapter: ModelAdapter, problem: Problem, pipeline: Pipeline,
-                config: DecodeConfig, *, unsafe_exec: bool = False) -> tuple[ProblemResult, Trace]:
-    """Decode one problem and score it with its task's scorer (code: see `evaluate`'s unsafe_exec)."""
-    trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt)
+                config: DecodeConfig, *, unsafe_exec: bool = False,
+                initial_tokens: np.ndarray | None = None) -> tuple[ProblemResult, Trace]:
+    """Decode one problem and score it with its task's scorer (code: see `evaluate`'s unsafe_exec).
+
+    `initial_tokens` starts from a partly filled canvas (engine.iter_decode), e.g. an answer's
+    length given by an EOS tail (dllm_viz/parallelism_curve.py).
+    """
+    trace = decode(adapter, adapter.encode_prompt(problem.prompt), pipeline, config, prompt_text=problem.prompt,
+                   initial_tokens=initial_tokens)
     completion = trace.meta.answer_text
     with sandbox.unsafe_exec(unsafe_exec):
         correct = bool(get_task(problem.task).score(problem, completion))

@@ -2,14 +2,17 @@
 
 ParallelBench (ICLR 2026, section 4) gives the accuracy of an ideal model that knows every item's
 marginal and reveals k of n list items per step (tasks/parallelbench_theory.py). A model commits
-tokens, not items, so here each problem gets a canvas of exactly its answer's tokens plus one
-end-of-text, in one window, and LLaDA's fixed_steps rule with ceil(n / k) steps: each pass commits
-about k items' worth of tokens, the most confident first. The measured accuracy at each k then sits
-beside the closed form for the same k and n. Exact canvases tell the model the answer's length,
-which the ideal model knows too; what is left to fail is committing items together. Two
-approximations: the tokens of a pass are the most confident ones, not whole items, and where k
-does not divide n the ceil(n / k) passes split the tokens evenly while the closed form reveals k
-items a step and the remainder last.
+tokens, not items, so here each problem's answer positions are the only open ones: the canvas is
+the shortest one training uses (train/config.py `canvas_lengths`, longer if the answer needs it)
+with its end-of-text tail already written after the reference answer's length, and LLaDA's
+fixed_steps rule gets ceil(n / k) steps, so each pass commits about k items' worth of answer tokens,
+the most confident first. Giving the length tells the model what the ideal model knows too; what is
+left to fail is committing items together. Why the tail is given, not left open: a canvas of the
+answer plus one open end-of-text is one the model never saw in training (rows carry at least 64
+positions), and on it `training/hard_export` copied 0 of 8 lists even at one token a pass, against
+8 of 8 with the tail given (session 18). Two approximations remain: a pass's tokens are the most
+confident ones, not whole items, and where k does not divide n the ceil(n / k) passes split the
+tokens evenly while the closed form reveals k items a step and the remainder last.
 
     python -m dllm_viz.tasks.parallelbench_theory --op shuffle --n 5 --model tiny --problems 30
 """
@@ -19,17 +22,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import run_problem
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import FixedBlocks, FixedStepsPolicy, Pipeline
 from dllm_viz.tasks import Problem, get_task
 from dllm_viz.tasks.parallelbench_theory import THEORY_OPS, closed_form_accuracy
+from dllm_viz.train.config import DataConfig
+
+# The shortest canvas a training row has: the curve's canvases are at least this long.
+CURVE_CANVAS = min(DataConfig().canvas_lengths)
 
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """One k of the curve: items per step, the steps that gives, measured and ideal accuracy."""
+    """One k of the curve: items per step, the steps that gives, measured and ideal accuracy, and the
+    answer tokens committed per pass (end-of-text tail excluded: it is given)."""
 
     k: int
     steps: int
@@ -51,16 +61,24 @@ def answer_length(adapter: ModelAdapter, problem: Problem) -> int:
     return len(adapter.encode_text(problem.target))
 
 
+def given_length_canvas(adapter: ModelAdapter, answer_tokens: int) -> np.ndarray:
+    """A canvas whose first `answer_tokens` positions are open and the rest already end-of-text."""
+    canvas = np.full(max(CURVE_CANVAS, answer_tokens + 1), adapter.info.eos_token_id, dtype=np.int64)
+    canvas[:answer_tokens] = adapter.info.mask_token_id
+    return canvas
+
+
 def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: int) -> list[CurvePoint]:
     """The measured and closed-form accuracy for k = 1..n items a step on `problems` (n names each)."""
-    canvases = [answer_length(adapter, problem) + 1 for problem in problems]
+    lengths = [answer_length(adapter, problem) for problem in problems]
+    canvases = [given_length_canvas(adapter, length) for length in lengths]
     points = []
     for k in range(1, n + 1):
         steps = math.ceil(n / k)
-        correct = sum(run_problem(adapter, problem, Pipeline(FixedStepsPolicy(steps=steps), FixedBlocks(canvas)),
-                                  DecodeConfig(gen_length=canvas))[0].correct
+        correct = sum(run_problem(adapter, problem, Pipeline(FixedStepsPolicy(steps=steps), FixedBlocks(len(canvas))),
+                                  DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
                       for problem, canvas in zip(problems, canvases, strict=True))
         points.append(CurvePoint(k=k, steps=steps, accuracy=correct / len(problems),
                                  closed_form=closed_form_accuracy(op, n, k),
-                                 tokens_per_step=sum(canvases) / (steps * len(problems)), problems=len(problems)))
+                                 tokens_per_step=sum(lengths) / (steps * len(problems)), problems=len(problems)))
     return points

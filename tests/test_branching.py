@@ -70,6 +70,10 @@ def test_the_engine_starts_from_an_initial_canvas_and_checks_its_length() -> Non
     assert records and not any(r.committed[:8].any() for r in records)
     assert (records[-1].tokens[:8] == 7).all() and (records[-1].tokens != MASK).all()
     assert records[0].window == (8, 16)  # the filled first block is skipped
+    trace = decode(ToyAdapter(), PROMPT, Pipeline.from_names("threshold", block_length=8),
+                   DecodeConfig(gen_length=16), initial_tokens=canvas)
+    assert (trace.tokens[0] == canvas).all() and (trace.final_tokens[:8] == 7).all()
+    assert trace.nfe == len(records) and (trace.commit_step[:8] < 0).all()
     with pytest.raises(ValueError, match="gen_length \\(16\\) ids"):
         next(iter_decode(ToyAdapter(), PROMPT, Pipeline.from_names("threshold", block_length=8),
                          DecodeConfig(gen_length=16), initial_tokens=np.full(8, MASK)))

@@ -8,26 +8,28 @@ import pytest
 import torch
 
 from dllm_viz.models import ModelAdapter, load
-from dllm_viz.parallelism_curve import answer_length, curve_problems, measure_curve
+from dllm_viz.parallelism_curve import CURVE_CANVAS, answer_length, curve_problems, given_length_canvas, measure_curve
 from dllm_viz.tasks import Problem
 from dllm_viz.tasks.parallelbench_theory import closed_form_accuracy, main
 
 
 class Oracle(ModelAdapter):
     """The wrapped adapter's tokenizer and prompts, with logits that put each problem's reference
-    answer (then end-of-text) on its canvas, each position as sure as the next: what is left to
-    go wrong is the plumbing (canvas, steps, scoring)."""
+    answer right after its prompt and end-of-text after it, each position as sure as the next: what
+    is left to go wrong is the plumbing (canvas, steps, scoring). It keeps every input it is given."""
 
     def __init__(self, inner: ModelAdapter, problems: list[Problem]) -> None:
         super().__init__(inner.model, inner.tokenizer, inner.info, prompt_template=inner.prompt_template)
-        self.answers = {tuple(inner.encode_prompt(p.prompt)): [*inner.encode_text(p.target), inner.info.eos_token_id]
-                        for p in problems}
+        self.answers = {tuple(inner.encode_prompt(p.prompt)): inner.encode_text(p.target) for p in problems}
+        self.inputs: list[list[int]] = []
 
     def logits(self, tokens: torch.Tensor, *, last: int | None = None, valid: int | None = None) -> torch.Tensor:
         ids = tokens.tolist()
-        answer = next(a for prompt, a in self.answers.items() if tuple(ids[: len(prompt)]) == prompt)
+        self.inputs.append(ids)
+        prompt, answer = next((p, a) for p, a in self.answers.items() if tuple(ids[: len(p)]) == p)
+        written = [*answer, *[self.info.eos_token_id] * (len(ids) - len(prompt) - len(answer))]
         out = torch.full((len(ids), self.info.vocab_size), -20.0)
-        out[range(len(ids) - len(answer), len(ids)), answer] = 20.0
+        out[range(len(prompt), len(ids)), written] = 20.0
         return out[-(last or len(ids)):]
 
 
@@ -43,8 +45,31 @@ def test_an_oracle_copies_at_every_parallelism_and_the_steps_follow_k(bundled: M
     points = measure_curve(Oracle(bundled, problems), problems, "copy", 4)
     assert [(p.k, p.steps) for p in points] == [(1, 4), (2, 2), (3, 2), (4, 1)]
     assert all(p.accuracy == 1.0 and p.closed_form == 1.0 and p.problems == 3 for p in points)
-    tokens = sum(answer_length(bundled, p) + 1 for p in problems) / 3
+    tokens = sum(answer_length(bundled, p) for p in problems) / 3
     assert [p.tokens_per_step for p in points] == pytest.approx([tokens / math.ceil(4 / k) for k in range(1, 5)])
+
+
+def test_only_the_answer_is_open_the_tail_is_given_as_end_of_text(bundled: ModelAdapter) -> None:
+    """The model sees a training-length canvas whose end-of-text tail is written (what the ideal
+    model knows: the length), not an answer-long canvas it never saw in training."""
+    problems = curve_problems("copy", 3, 1)
+    oracle = Oracle(bundled, problems)
+    measure_curve(oracle, problems, "copy", 3)
+    prompt_length, answer = len(bundled.encode_prompt(problems[0].prompt)), answer_length(bundled, problems[0])
+    first = oracle.inputs[0][prompt_length:]
+    assert len(first) == CURVE_CANVAS == 64
+    info = bundled.info
+    assert first == [info.mask_token_id] * answer + [info.eos_token_id] * (CURVE_CANVAS - answer)
+    assert len(given_length_canvas(bundled, 70)) == 71  # a longer answer still gets its end-of-text
+
+
+def test_a_model_that_copies_one_token_a_pass_copies_on_the_curve() -> None:
+    """training/hard_export copies lists one token a pass; the curve at k = 1 must agree (an
+    answer-long canvas gave 0 here: the model had never seen one)."""
+    model = load("training/hard_export", device="cpu")
+    problems = curve_problems("copy", 3, 3)
+    points = measure_curve(model, problems, "copy", 3)
+    assert points[0].accuracy == 1.0
 
 
 def test_the_closed_form_column_is_the_papers_for_each_k(bundled: ModelAdapter) -> None:

@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op", choices=THEORY_OPS, default="shuffle")
     parser.add_argument("--n", type=int, default=5, help=f"list length (items), 2-{LENGTH_CAP}")
     parser.add_argument("--model", default=None,
-                        help="also measure the curve on this model (dllm_viz/parallelism_curve.py): each "
-                             "problem on a canvas of its answer's length, fixed_steps with ceil(n/k) steps")
+                        help="also measure the curve on this model (dllm_viz/parallelism_curve.py): only the "
+                             "answer's tokens open, the end-of-text tail given, fixed_steps with ceil(n/k) steps")
     parser.add_argument("--problems", type=int, default=30, help="held-out problems per k (with --model)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
