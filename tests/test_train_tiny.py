@@ -483,13 +483,13 @@ def test_bf16_training_on_a_cpu_without_native_bf16_says_so(tmp_path: Path, monk
 
 
 def test_add_words_makes_each_name_one_token_and_keeps_every_id(tmp_path: Path) -> None:
-    import dllm_viz
     from dllm_viz.tasks.parallelbench import NAME_WORDS
-    from dllm_viz.train.tokenizer import add_words, load_tokenizer
+    from dllm_viz.train.tokenizer import add_words, load_tokenizer, train_tokenizer
 
-    tokenizer = load_tokenizer(str(Path(dllm_viz.__file__).parent / "assets" / "tiny"))
     line = 'Waiting line: ["Noah Fox", "Mia Price"]\nCopy the line exactly.'
     nameless = "Question: What is 12 + 5?\nAnswer:\n12 + 5 = 17\n#### 17"
+    # A tokenizer trained without the names as tokens (a model trained with --name-tokens already has them).
+    tokenizer = train_tokenizer([nameless, "Noah has 3 apples. Mia gives him 2 more."] * 20, vocab_size=300)
     before, size = tokenizer.encode(nameless, add_special_tokens=False), len(tokenizer)
     added = add_words(tokenizer, NAME_WORDS)
     assert added and all(len(ids) > 1 for ids in added.values()) and len(tokenizer) == size + len(added)

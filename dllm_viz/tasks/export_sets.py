@@ -24,8 +24,9 @@ def heldout_sets() -> dict[str, list[Problem]]:
     """The held-out arith (2-4 operations), code and hard sets, plus a small demo mix.
 
     The demo keeps its first ten (easy) prompts where they were, so links that name a sample by
-    index still open the same prompt, and appends hard ones: two depth chains, a breadth problem
-    and a ParallelBench shuffle.
+    index still open the same prompt, and appends hard ones: two depth chains, a breadth problem,
+    a ParallelBench shuffle and (session 18, appended so the earlier indices stay) a ParallelBench
+    copy: the pair ParallelBench contrasts, one answer (safe to commit all at once) against many.
     """
     arith = TASKS["arith"].generate(
         NUM_ARITH, seed=HELDOUT_SEED, split="heldout", min_ops=2, max_ops=4
@@ -36,7 +37,8 @@ def heldout_sets() -> dict[str, list[Problem]]:
     demo_arith = [p for p in arith if 2 <= p.target.count("\n") <= 3][:NUM_DEMO_ARITH]
     demo_code = sorted(code, key=lambda p: -p.target.count("\n"))[:NUM_DEMO_CODE]
     chains = [p for p in hard if p.task == "hard/chain" and p.target.count("\n") <= 7][:2]
-    demo_hard = chains + [next(p for p in hard if p.task == f) for f in ("hard/breadth", "parallelbench/shuffle")]
+    demo_hard = chains + [next(p for p in hard if p.task == f) for f in ("hard/breadth", "parallelbench/shuffle",
+                                                                   "parallelbench/copy")]
     return {"arith_heldout": arith, "code_heldout": code, "hard_heldout": hard,
             "demo": demo_arith + demo_code + demo_hard}
 
