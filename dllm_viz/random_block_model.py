@@ -4,7 +4,7 @@ Speed comparisons between decoders (bench_pipeline.py) need a model whose forwar
 real one of its size costs, but not a trained one: both decoders run the same passes on the
 same weights. The checkpoint is written in the generic block-causal layout
 (docs/PARADIGMS.md, "Checkpoint layouts"): a plain Llama config.json plus `block_size` and
-`mask_token_id`, safetensors weights, and the bundled tiny model's BPE tokenizer (874 tokens,
+`mask_token_id`, safetensors weights, and the bundled tiny model's BPE tokenizer (920 tokens,
 `[MASK]`, `<eos>`, `<pad>`), so `dllm_viz.models.load` reads it like any block-diffusion
 checkpoint.
 """
@@ -58,7 +58,7 @@ class BlockModelShape:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}); change either")
 
 
-# ~20M parameters (19.9M with the 874-token vocabulary): the benchmark's default model.
+# ~20M parameters (19.9M with the 920-token vocabulary): the benchmark's default model.
 SHAPE_20M = BlockModelShape()
 # A model that decodes in milliseconds, for tests.
 SHAPE_TINY = BlockModelShape(hidden=32, layers=2, heads=4, intermediate=64, block_length=8, max_positions=512,

@@ -35,7 +35,7 @@ class Oracle(ModelAdapter):
 
 @pytest.fixture(scope="module")
 def bundled() -> ModelAdapter:
-    """The bundled model's tokenizer and prompt template (ParallelBench's names are in its vocabulary)."""
+    """The bundled model: its tokenizer and prompt template (ParallelBench's names are tokens of it)."""
     return load("tiny", device="cpu")
 
 
@@ -63,12 +63,11 @@ def test_only_the_answer_is_open_the_tail_is_given_as_end_of_text(bundled: Model
     assert len(given_length_canvas(bundled, 70)) == 71  # a longer answer still gets its end-of-text
 
 
-def test_a_model_that_copies_one_token_a_pass_copies_on_the_curve() -> None:
-    """training/hard_export copies lists one token a pass; the curve at k = 1 must agree (an
+def test_a_model_that_copies_one_token_a_pass_copies_on_the_curve(bundled: ModelAdapter) -> None:
+    """The bundled model copies lists one token a pass; the curve at k = 1 must agree (an
     answer-long canvas gave 0 here: the model had never seen one)."""
-    model = load("training/hard_export", device="cpu")
     problems = curve_problems("copy", 3, 3)
-    points = measure_curve(model, problems, "copy", 3)
+    points = measure_curve(bundled, problems, "copy", 3)
     assert points[0].accuracy == 1.0
 
 

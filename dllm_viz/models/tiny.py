@@ -14,12 +14,13 @@ if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only lo
     from transformers import LlamaConfig
 
 MASK_TOKEN = "[MASK]"
-# AdaBlock's tau_D, calibrated by CORA-Diff's protocol on the bundled model (step 24380; BENCHMARKS.md,
+# AdaBlock's tau_D, calibrated by CORA-Diff's protocol on the step-24380 model (BENCHMARKS.md,
 # "Summary: the hard split", session 17): hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
 # 50 + 50 problems to calibrate: tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave 44 / 44 / 44 / 43 / 42% at
 # mean NFE 25.6 / 25.6 / 25.4 / 24.9 / 24.4 against dense's 41% at 256; 0.9 has the fewest passes
 # within a point of dense and held on the disjoint 100 (39% vs dense 37%, 10.2x fewer passes).
 # Low tau_D ends windows at newlines the model is unsure of, which costs passes without saving errors.
+# Not yet recalibrated on step 27250 (bundled since session 18; docs/TESTBED.md has the command).
 ADABLOCK_TAU_D = 0.9
 
 
