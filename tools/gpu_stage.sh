@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One training stage of the bundled model on a lent GPU, measured before anyone decides to ship it.
+#
+# Why one script: a GPU is lent to some sessions only, for ~15 device minutes in all, and each call
+# costs a machine start. One call of the device tool runs this whole script: it continues the
+# bundled model on the hard mix (docs/TESTBED.md), packs the export, benches it and the bundled
+# model on the same problems (dense and threshold 0.9: the split that decides a swap, BENCHMARKS.md
+# "Summary: the hard split"), runs the `gpu` tests, and leaves at most 8 files in $OUT (the
+# device tool's limit): export.tar, bench.tar, train.log, bench.log, summary.txt, gpu_tests.log.
+#
+#   run(command="bash tools/gpu_stage.sh", timeout_s=600)
+#
+# A dry run on CPU checks the plumbing in a minute:
+#   OUT=/tmp/stage DEVICE=cpu MINUTES=0.5 WORKERS=0 BATCH=8 N_HARD=2 N_EASY=2 SHARDS=1 bash tools/gpu_stage.sh
+# Knobs (environment): MINUTES of training (default 5, which with the benches fits one 600 s
+# call), DEVICE, WORKERS (batch builders), BATCH (word problems a step), SEED, LR, N_HARD problems
+# per hard family and N_EASY easy arithmetic problems (held out, the first ones), SHARDS processes
+# per bench (problems are split by --skip and joined with tools/merge_bench.py).
+set -uo pipefail
+: "${OUT:?set OUT to the folder whose files come back}"
+DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
+SEED=${SEED:-20}; LR=${LR:-2e-3}; N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
+export PYTHONUNBUFFERED=1
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$(dirname "$0")/.."
+# The device's image has its own torch / transformers (last seen 2.11 / 5.17, requirements.txt pins
+# 2.13 / 5.24): name them first, so a failure below can be told from a version gap.
+python -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__,
+  'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())" > "$OUT/summary.txt" 2>&1
+
+python -m dllm_viz train-tiny --init-from dllm_viz/assets/tiny --out "$WORK/run" --export-dir "$WORK/export" \
+    --minutes "$MINUTES" --hard-fraction 0.6 --code-fraction 0.1 --drill-every 3 --list-drill-every 3 \
+    --lr "$LR" --warmup-steps 200 --seed "$SEED" --device "$DEVICE" --data-workers "$WORKERS" \
+    --batch-size "$BATCH" --drill-batch-size $((BATCH * 2)) --list-drill-batch-size "$BATCH" \
+    > "$OUT/train.log" 2>&1 || echo "train-tiny failed: see train.log" >> "$OUT/summary.txt"
+if [[ ! -f "$WORK/export/model.safetensors" ]]; then
+    echo "no export: the stage never beat the bundled model's held-out score (train.log's eval lines)" \
+        >> "$OUT/summary.txt"
+    MODELS=(tiny)
+else
+    tar -cf "$OUT/export.tar" -C "$WORK" export
+    MODELS=(tiny "$WORK/export")
+fi
+
+# bench <label> <model> <task> <n> <gen length>: SHARDS processes over disjoint slices, then merged.
+bench() {
+    local label=$1 model=$2 task=$3 n=$4 gen=$5 per=$(( ($4 + SHARDS - 1) / SHARDS )) parts=() pids=()
+    local common=(--model "$model" --device "$DEVICE" --tasks "$task" --gen-length "$gen" --block-length 32
+                  --policies dense,threshold --dtype float32)
+    for ((skip = 0; skip < n; skip += per)); do
+        local part="$WORK/bench/${label}_${skip}.csv" size=$(( n - skip < per ? n - skip : per ))
+        python -m dllm_viz bench "${common[@]}" --skip "$skip" --n "$size" --out "$part" > "$part.log" 2>&1 &
+        pids+=($!); parts+=("$part")
+    done
+    wait "${pids[@]}"
+    python tools/merge_bench.py "${parts[@]}" --out "$WORK/bench/$label.csv" >> "$OUT/bench.log" 2>&1
+    { echo "== $label: $model, $task, n $n, gen $gen"
+      python -m dllm_viz bench "${common[@]}" --skip 0 --n "$n" --out "$WORK/bench/$label.csv" --resume 2>&1 \
+          | grep -v '^\[bench\]\|^resuming'; } > "$WORK/bench/$label.summary"
+}
+mkdir -p "$WORK/bench"
+for model in "${MODELS[@]}"; do
+    tag=$([[ $model == tiny ]] && echo bundled || echo stage)
+    bench "${tag}_chain" "$model" hard/chain "$N_HARD" 256 &
+    bench "${tag}_breadth" "$model" hard/breadth "$N_HARD" 256 &
+    bench "${tag}_arith" "$model" arith "$N_EASY" 128 &
+done
+wait
+for model in "${MODELS[@]}"; do  # in a fixed order: the benches above finish in any
+    tag=$([[ $model == tiny ]] && echo bundled || echo stage)
+    cat "$WORK/bench/${tag}"_{chain,breadth,arith}.summary >> "$OUT/summary.txt"
+done
+cat "$WORK"/bench/*.log >> "$OUT/bench.log" 2>/dev/null
+tar -cf "$OUT/bench.tar" -C "$WORK" bench
+
+if [[ $DEVICE == cuda* ]]; then
+    timeout 90 python -m pytest -m gpu -q > "$OUT/gpu_tests.log" 2>&1
+    echo "gpu tests: exit $? (gpu_tests.log)" >> "$OUT/summary.txt"
+fi
+cat "$OUT/summary.txt"
