@@ -12,7 +12,9 @@ answer plus one open end-of-text is one the model never saw in training (rows ca
 positions), and on it the bundled model (step 27250) copied 0 of 8 lists even at one token a pass,
 against 8 of 8 with the tail given (session 18). Two approximations remain: a pass's tokens are the most
 confident ones, not whole items, and where k does not divide n the ceil(n / k) passes split the
-tokens evenly while the closed form reveals k items a step and the remainder last.
+tokens evenly while the closed form reveals k items a step and the remainder last. The curve starts
+one step more sequential than k = 1: one token a pass (`k=token` in the command's output), where the
+ideal model is as right as at k = 1, so a model that is not has trouble with order, not parallelism.
 
     python -m dllm_viz.tasks.parallelbench_theory --op shuffle --n 5 --model tiny --problems 30
 """
@@ -20,6 +22,7 @@ tokens evenly while the closed form reveals k items a step and the remainder las
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +42,14 @@ CURVE_CANVAS = min(DataConfig().canvas_lengths)
 @dataclass(frozen=True)
 class CurvePoint:
     """One k of the curve: items per step, the steps that gives, measured and ideal accuracy, and the
-    answer tokens committed per pass (end-of-text tail excluded: it is given)."""
+    answer tokens committed per pass (end-of-text tail excluded: it is given).
 
-    k: int
+    `k` None is the curve's sequential end, one token a pass (`steps` is then the mean answer
+    length): an item takes several tokens, so this is less parallel than k = 1, and the ideal model
+    is exactly as right there as at k = 1. A model need not be: the bundled one copies lists of five
+    names worse one token a pass than one name a pass (session 19, BENCHMARKS.md)."""
+
+    k: int | None
     steps: int
     accuracy: float
     closed_form: float
@@ -69,16 +77,23 @@ def given_length_canvas(adapter: ModelAdapter, answer_tokens: int) -> np.ndarray
 
 
 def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: int) -> list[CurvePoint]:
-    """The measured and closed-form accuracy for k = 1..n items a step on `problems` (n names each)."""
+    """The measured and closed-form accuracy on `problems` (n names each): first one token a pass
+    (k None), then k = 1..n items a pass."""
     lengths = [answer_length(adapter, problem) for problem in problems]
     canvases = [given_length_canvas(adapter, length) for length in lengths]
-    points = []
+
+    def correct(steps_of: Callable[[int], int]) -> int:
+        return sum(run_problem(adapter, problem,
+                               Pipeline(FixedStepsPolicy(steps=steps_of(length)), FixedBlocks(len(canvas))),
+                               DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
+                   for problem, canvas, length in zip(problems, canvases, lengths, strict=True))
+
+    count = len(problems)
+    points = [CurvePoint(k=None, steps=round(sum(lengths) / count), accuracy=correct(lambda length: length) / count,
+                         closed_form=closed_form_accuracy(op, n, 1), tokens_per_step=1.0, problems=count)]
     for k in range(1, n + 1):
         steps = math.ceil(n / k)
-        correct = sum(run_problem(adapter, problem, Pipeline(FixedStepsPolicy(steps=steps), FixedBlocks(len(canvas))),
-                                  DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
-                      for problem, canvas in zip(problems, canvases, strict=True))
-        points.append(CurvePoint(k=k, steps=steps, accuracy=correct / len(problems),
+        points.append(CurvePoint(k=k, steps=steps, accuracy=correct(lambda length, steps=steps: steps) / count,
                                  closed_form=closed_form_accuracy(op, n, k),
-                                 tokens_per_step=sum(lengths) / (steps * len(problems)), problems=len(problems)))
+                                 tokens_per_step=sum(lengths) / (steps * count), problems=count))
     return points

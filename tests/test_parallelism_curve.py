@@ -43,10 +43,26 @@ def test_an_oracle_copies_at_every_parallelism_and_the_steps_follow_k(bundled: M
     problems = curve_problems("copy", 4, 3)
     assert all(p.target.count('", "') == 3 for p in problems)  # four names each
     points = measure_curve(Oracle(bundled, problems), problems, "copy", 4)
-    assert [(p.k, p.steps) for p in points] == [(1, 4), (2, 2), (3, 2), (4, 1)]
-    assert all(p.accuracy == 1.0 and p.closed_form == 1.0 and p.problems == 3 for p in points)
     tokens = sum(answer_length(bundled, p) for p in problems) / 3
-    assert [p.tokens_per_step for p in points] == pytest.approx([tokens / math.ceil(4 / k) for k in range(1, 5)])
+    assert [(p.k, p.steps) for p in points] == [(None, round(tokens)), (1, 4), (2, 2), (3, 2), (4, 1)]
+    assert all(p.accuracy == 1.0 and p.closed_form == 1.0 and p.problems == 3 for p in points)
+    expected = [1.0, *(tokens / math.ceil(4 / k) for k in range(1, 5))]
+    assert [p.tokens_per_step for p in points] == pytest.approx(expected)
+
+
+def test_the_sequential_end_commits_one_token_a_pass(bundled: ModelAdapter) -> None:
+    """k=token: as many passes as the answer has tokens, each committing one (the oracle's inputs show
+    the open positions shrinking by one a pass), scored against k = 1's closed form."""
+    problems = curve_problems("shuffle", 3, 1)
+    oracle = Oracle(bundled, problems)
+    first = measure_curve(oracle, problems, "shuffle", 3)[0]
+    answer = answer_length(bundled, problems[0])
+    passes = oracle.inputs[:answer]
+    open_counts = [row.count(bundled.info.mask_token_id) for row in passes]
+    assert open_counts == list(range(answer, 0, -1))
+    assert oracle.inputs[answer].count(bundled.info.mask_token_id) == answer  # k = 1 starts afresh
+    assert (first.k, first.steps, first.tokens_per_step) == (None, answer, 1.0)
+    assert first.closed_form == closed_form_accuracy("shuffle", 3, 1) == 1.0
 
 
 def test_only_the_answer_is_open_the_tail_is_given_as_end_of_text(bundled: ModelAdapter) -> None:
@@ -67,14 +83,14 @@ def test_a_model_that_copies_one_token_a_pass_copies_on_the_curve(bundled: Model
     """The bundled model copies lists one token a pass; the curve at k = 1 must agree (an
     answer-long canvas gave 0 here: the model had never seen one)."""
     problems = curve_problems("copy", 3, 3)
-    points = measure_curve(bundled, problems, "copy", 3)
-    assert points[0].accuracy == 1.0
+    points = {p.k: p for p in measure_curve(bundled, problems, "copy", 3)}
+    assert points[1].accuracy == 1.0 and points[None].accuracy == 1.0
 
 
 def test_the_closed_form_column_is_the_papers_for_each_k(bundled: ModelAdapter) -> None:
     problems = curve_problems("shuffle", 3, 2)
     points = measure_curve(Oracle(bundled, problems), problems, "shuffle", 3)
-    assert [p.closed_form for p in points] == [closed_form_accuracy("shuffle", 3, k) for k in (1, 2, 3)]
+    assert [p.closed_form for p in points] == [closed_form_accuracy("shuffle", 3, k) for k in (1, 1, 2, 3)]
     assert all(p.accuracy == 1.0 for p in points)  # the oracle writes the reference, one valid shuffle
 
 
@@ -88,3 +104,10 @@ def test_bad_requests_name_the_value(capsys: pytest.CaptureFixture[str]) -> None
     assert "error" in capsys.readouterr().err
     assert main(["--op", "shuffle", "--n", "3"]) == 0
     assert "k=3 accuracy=0.2222" in capsys.readouterr().out
+
+
+def test_the_command_prints_the_sequential_end_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--op", "copy", "--n", "2", "--model", "tiny", "--problems", "1", "--device", "cpu"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("k=")]
+    assert [line.split()[0] for line in lines] == ["k=token", "k=1", "k=2"]
+    assert "tokens/step=1.0" in lines[0] and "closed_form=1.0000" in lines[0]

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=5, help=f"list length (items), 2-{LENGTH_CAP}")
     parser.add_argument("--model", default=None,
                         help="also measure the curve on this model (dllm_viz/parallelism_curve.py): only the "
-                             "answer's tokens open, the end-of-text tail given, fixed_steps with ceil(n/k) steps")
+                             "answer's tokens open, the end-of-text tail given, fixed_steps with ceil(n/k) steps, "
+                             "and first one token a pass (k=token)")
     parser.add_argument("--problems", type=int, default=30, help="held-out problems per k (with --model)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"model={args.model} problems={args.problems}")
     for p in points:
-        print(f"k={p.k} steps={p.steps} tokens/step={p.tokens_per_step:.1f} measured={p.accuracy:.4f} "
+        k = "token" if p.k is None else p.k  # one token a pass: the sequential end of the curve
+        print(f"k={k} steps={p.steps} tokens/step={p.tokens_per_step:.1f} measured={p.accuracy:.4f} "
               f"closed_form={p.closed_form:.4f}")
     return 0
 
