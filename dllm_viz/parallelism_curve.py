@@ -14,7 +14,8 @@ against 8 of 8 with the tail given (session 18). Two approximations remain: a pa
 confident ones, not whole items, and where k does not divide n the ceil(n / k) passes split the
 tokens evenly while the closed form reveals k items a step and the remainder last. The curve starts
 one step more sequential than k = 1: one token a pass (`k=token` in the command's output), where the
-ideal model is as right as at k = 1, so a model that is not has trouble with order, not parallelism.
+ideal model is as right as at k = 1, so a model that is not fails on something other than
+parallelism (the bundled model: many passes over a canvas whose end is already written).
 
     python -m dllm_viz.tasks.parallelbench_theory --op shuffle --n 5 --model tiny --problems 30
 """
