@@ -23,7 +23,6 @@ parallelism (the bundled model: many passes over a canvas whose end is already w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,18 +82,19 @@ def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: in
     lengths = [answer_length(adapter, problem) for problem in problems]
     canvases = [given_length_canvas(adapter, length) for length in lengths]
 
-    def correct(steps_of: Callable[[int], int]) -> int:
+    def correct(steps: int | None) -> int:
+        """Problems right with `steps` passes each (None: as many as the problem's answer has tokens)."""
         return sum(run_problem(adapter, problem,
-                               Pipeline(FixedStepsPolicy(steps=steps_of(length)), FixedBlocks(len(canvas))),
+                               Pipeline(FixedStepsPolicy(steps=steps or length), FixedBlocks(len(canvas))),
                                DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
                    for problem, canvas, length in zip(problems, canvases, lengths, strict=True))
 
     count = len(problems)
-    points = [CurvePoint(k=None, steps=round(sum(lengths) / count), accuracy=correct(lambda length: length) / count,
+    points = [CurvePoint(k=None, steps=round(sum(lengths) / count), accuracy=correct(None) / count,
                          closed_form=closed_form_accuracy(op, n, 1), tokens_per_step=1.0, problems=count)]
     for k in range(1, n + 1):
         steps = math.ceil(n / k)
-        points.append(CurvePoint(k=k, steps=steps, accuracy=correct(lambda length, steps=steps: steps) / count,
+        points.append(CurvePoint(k=k, steps=steps, accuracy=correct(steps) / count,
                                  closed_form=closed_form_accuracy(op, n, k),
                                  tokens_per_step=sum(lengths) / (steps * count), problems=count))
     return points

@@ -38,10 +38,10 @@ python -m dllm_viz train-tiny --init-from dllm_viz/assets/tiny --out "$WORK/run"
 if [[ ! -f "$WORK/export/model.safetensors" ]]; then
     echo "no export: the stage never beat the bundled model's held-out score (train.log's eval lines)" \
         >> "$OUT/summary.txt"
-    MODELS=(tiny)
+    MODELS=(tiny); TAGS=(bundled)
 else
     tar -cf "$OUT/export.tar" -C "$WORK" export
-    MODELS=(tiny "$WORK/export")
+    MODELS=(tiny "$WORK/export"); TAGS=(bundled stage)
 fi
 
 # bench <label> <model> <task> <n> <gen length>: SHARDS processes over disjoint slices, then merged.
@@ -61,15 +61,13 @@ bench() {
           | grep -v '^\[bench\]\|^resuming'; } > "$WORK/bench/$label.summary"
 }
 mkdir -p "$WORK/bench"
-for model in "${MODELS[@]}"; do
-    tag=$([[ $model == tiny ]] && echo bundled || echo stage)
-    bench "${tag}_chain" "$model" hard/chain "$N_HARD" 256 &
-    bench "${tag}_breadth" "$model" hard/breadth "$N_HARD" 256 &
-    bench "${tag}_arith" "$model" arith "$N_EASY" 128 &
+for i in "${!MODELS[@]}"; do
+    bench "${TAGS[i]}_chain" "${MODELS[i]}" hard/chain "$N_HARD" 256 &
+    bench "${TAGS[i]}_breadth" "${MODELS[i]}" hard/breadth "$N_HARD" 256 &
+    bench "${TAGS[i]}_arith" "${MODELS[i]}" arith "$N_EASY" 128 &
 done
 wait
-for model in "${MODELS[@]}"; do  # in a fixed order: the benches above finish in any
-    tag=$([[ $model == tiny ]] && echo bundled || echo stage)
+for tag in "${TAGS[@]}"; do  # in a fixed order: the benches above finish in any
     cat "$WORK/bench/${tag}"_{chain,breadth,arith}.summary >> "$OUT/summary.txt"
 done
 cat "$WORK"/bench/*.log >> "$OUT/bench.log" 2>/dev/null
