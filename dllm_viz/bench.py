@@ -21,7 +21,7 @@ from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
 from dllm_viz.evaluation import CUT_OFF_NOTE, require_code_sandbox, run_problem
-from dllm_viz.metrics import Aup, aup, frontier_position
+from dllm_viz.metrics import Aup, aup, frontier_position, sign_test_p
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.knobs import parse_knob
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
@@ -251,20 +251,22 @@ def run_bench(
 def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: accuracy, mean NFE, speedups and agreement against the dense baseline.
 
-    Columns: accuracy, mean_nfe, nfe_speedup (dense NFE / NFE), wall_speedup (dense seconds /
-    seconds), tokens_per_second (total non-EOS tokens / total seconds), agreement (share of
-    prompts whose output equals dense's), overhead (time inside the policy's calls per forward
-    time), engine_overhead (the decoding loop's own bookkeeping, step - forward - policy, per
-    forward time: the same for every policy, so it is not the policy's cost),
-    same_as_uncached (for a cached configuration such as `threshold+dual`: share of prompts
-    whose output equals the same configuration's without the cache, when that ran too; NaN
-    otherwise), cut_off (answers that filled the canvas without an end-of-text token: too short a
-    gen length, not necessarily a wrong policy), tpf (answer tokens per forward pass, d3LLM's
-    TPF), aup (d3LLM's AUP of the curve from dense to the configuration, accuracy in percent and
-    y_max the run's best accuracy: dllm_viz/metrics.py), flip_share (share of problems on which
-    some answer position changed its top-1 candidate before it was committed), redundant
-    (mean share of masked token-steps spent on positions whose answer had already settled:
-    dllm_viz/dynamics.py; NaN for CSVs from before these columns), n.
+    Columns: accuracy, lost and gained (problems dense got right and this configuration wrong, and
+    the reverse, over the problems both ran), sign_p (the exact two-sided sign test on those: how
+    likely a split this uneven is were the two equally accurate; dllm_viz/metrics.py), mean_nfe,
+    nfe_speedup (dense NFE / NFE), wall_speedup (dense seconds / seconds), tokens_per_second (total
+    non-EOS tokens / total seconds), agreement (share of prompts whose output equals dense's),
+    overhead (time inside the policy's calls per forward time), engine_overhead (the decoding loop's
+    own bookkeeping, step - forward - policy, per forward time: the same for every policy, so it is
+    not the policy's cost), same_as_uncached (for a cached configuration such as `threshold+dual`:
+    share of prompts whose output equals the same configuration's without the cache, when that ran
+    too; NaN otherwise), cut_off (answers that filled the canvas without an end-of-text token: too
+    short a gen length, not necessarily a wrong policy), tpf (answer tokens per forward pass,
+    d3LLM's TPF), aup (d3LLM's AUP of the curve from dense to the configuration, accuracy in percent
+    and y_max the run's best accuracy: dllm_viz/metrics.py), flip_share (share of problems on which
+    some answer position changed its top-1 candidate before it was committed), redundant (mean share
+    of masked token-steps spent on positions whose answer had already settled: dllm_viz/dynamics.py;
+    NaN for CSVs from before these columns), n.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -273,8 +275,12 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     tokens = (rows["tokens_per_second"] * rows["seconds"]).groupby(rows["config"], sort=False).sum()
     dense = totals.loc[BASELINE]
     tpf = _tpf(rows, totals["nfe"])
+    paired = _paired_with_dense(rows)
     return pd.DataFrame({
         "accuracy": grouped["correct"].mean(),
+        "lost": paired["lost"],
+        "gained": paired["gained"],
+        "sign_p": paired["sign_p"],
         "mean_nfe": grouped["nfe"].mean(),
         "nfe_speedup": dense["nfe"] / totals["nfe"],
         "wall_speedup": dense["seconds"] / totals["seconds"],
@@ -312,6 +318,22 @@ def _mean_of(rows: pd.DataFrame, column: str, value: Callable[[pd.Series], pd.Se
     if column not in rows:
         return pd.Series(float("nan"), index=labels)
     return value(pd.to_numeric(rows[column])).astype(float).groupby(rows["config"], sort=False).mean()
+
+
+def _paired_with_dense(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: lost, gained (against dense, problem by problem) and the sign test's p.
+
+    Only problems that dense and the configuration both ran are paired (a resumed or sharded run
+    may hold some without the other); dense against itself is 0, 0, p = 1."""
+    correct = rows.drop_duplicates(["config", "problem_id"], keep="last").pivot(
+        index="problem_id", columns="config", values="correct")
+    out = {}
+    for label in rows["config"].drop_duplicates():
+        pair = pd.DataFrame({"dense": correct[BASELINE], "mine": correct[label]}).dropna().astype(bool)
+        lost = int((pair["dense"] & ~pair["mine"]).sum())
+        gained = int((pair["mine"] & ~pair["dense"]).sum())
+        out[label] = {"lost": lost, "gained": gained, "sign_p": sign_test_p(lost, gained)}
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
 def _tpf(rows: pd.DataFrame, nfe: pd.Series) -> pd.Series:

@@ -183,7 +183,9 @@ class Calibration:
 
     Attributes:
         calibration: per configuration (dense first, then the grid in order) on the calibration
-            slice: accuracy, mean_nfe, nfe_speedup, loss_points, within, cut_off, n.
+            slice: accuracy, mean_nfe, nfe_speedup, loss_points, within, lost / gained / sign_p
+            (paired against dense: whether a loss within the tolerance is told apart from
+            noise; dllm_viz/bench.py), cut_off, n.
         check: the same columns for dense and the chosen point on the check slice.
         chosen: the chosen point's label.
         qualified: see Choice.
@@ -197,14 +199,15 @@ class Calibration:
     holds: bool
 
 
-TABLE_COLUMNS = ("accuracy", "mean_nfe", "nfe_speedup", "loss_points", "within", "cut_off", "n")
+TABLE_COLUMNS = ("accuracy", "mean_nfe", "nfe_speedup", "loss_points", "within", "lost", "gained", "sign_p",
+                 "cut_off", "n")
 
 
 def slice_table(rows: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     """Bench rows of one slice -> TABLE_COLUMNS per configuration, ratios against that slice's dense."""
     summary = summarize_bench(rows)
     dense = float(summary.loc[BASELINE, "accuracy"])
-    table = summary[["accuracy", "mean_nfe", "nfe_speedup", "cut_off", "n"]].copy()
+    table = summary[["accuracy", "mean_nfe", "nfe_speedup", "lost", "gained", "sign_p", "cut_off", "n"]].copy()
     table["loss_points"] = [loss_points(float(a), dense) for a in table["accuracy"]]
     table["within"] = [within_tolerance(float(a), dense, tolerance) for a in table["accuracy"]]
     return table[list(TABLE_COLUMNS)]
@@ -263,6 +266,9 @@ def calibrate(
                        holds=bool(second.loc[chosen, "within"]))
 
 
+_COUNTS = frozenset({"lost", "gained", "cut_off", "n"})
+
+
 def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
     """JSON-ready rows of a slice table, each with its configuration label."""
     out = []
@@ -270,7 +276,6 @@ def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
         record: dict[str, Any] = {"config": str(label)}
         for column in TABLE_COLUMNS:
             value = row[column]
-            record[column] = bool(value) if column == "within" else int(value) if column in ("cut_off", "n") \
-                else float(value)
+            record[column] = bool(value) if column == "within" else int(value) if column in _COUNTS else float(value)
         out.append(record)
     return out

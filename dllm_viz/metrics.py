@@ -12,6 +12,12 @@ Definitions follow d3LLM (hao-ai-lab/d3LLM, `AUP_leaderboard/aup_utils.py`; docs
   on the task. d3LLM refuses a curve whose fastest point lost more than 5 points; we drop such
   points as its filter does for the others and report how many were dropped.
 
+Beside them, the paired comparison a difference in accuracy needs before it means anything: on the
+same problems, how many a configuration lost against the baseline (right there, wrong here) and
+gained (the reverse), and the exact two-sided sign test on those discordant problems. On a few
+hundred problems two configurations a point or two apart are usually not told apart (session 19,
+BENCHMARKS.md), and "within 1 point of dense" says nothing without it.
+
 A single configuration is one point; its AUP is taken over the curve from the dense baseline to
 it (dense, then the configuration), so a configuration that loses more than 5 points scores only
 dense's area and one that keeps accuracy is credited for its extra parallelism.
@@ -98,3 +104,23 @@ def frontier_position(nfe: float, accuracy: float, frontier: Sequence[tuple[floa
     if accuracy < expected - tolerance:
         return "below"
     return "on"
+
+
+def sign_test_p(lost: int, gained: int) -> float:
+    """Exact two-sided sign test on paired outcomes: the probability, were both configurations
+    equally good, of a split of the `lost + gained` discordant problems at least this uneven.
+
+    p = min(1, 2 * sum_{i <= min(lost, gained)} C(n, i) / 2^n), n = lost + gained; 1.0 with no
+    discordant problem (nothing tells the two apart). Problems both got right or both got wrong
+    carry no evidence either way and do not enter.
+
+    Raises:
+        ValueError: a negative count.
+    """
+    if lost < 0 or gained < 0:
+        raise ValueError(f"counts of problems must be >= 0, got lost={lost}, gained={gained}")
+    n = lost + gained
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(lost, gained) + 1))
+    return min(1.0, 2 * tail / 2**n)  # int / int: exact for any n, no float overflow

@@ -59,7 +59,7 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert summary.loc["threshold", "mean_nfe"] <= 16
     assert set(summary.columns) == {"accuracy", "mean_nfe", "nfe_speedup", "wall_speedup", "tokens_per_second",
                                     "agreement", "overhead", "engine_overhead", "same_as_uncached", "cut_off",
-                                    "tpf", "aup", "flip_share", "redundant", "n"}
+                                    "tpf", "aup", "flip_share", "redundant", "n", "lost", "gained", "sign_p"}
     dense_rows = rows[rows["config"] == "dense"].set_index("problem_id")["completion"]
     dual_rows = rows[rows["config"] == "dense+dual"].set_index("problem_id")["completion"]
     assert summary.loc["dense+dual", "same_as_uncached"] == pytest.approx((dense_rows == dual_rows).mean())
@@ -116,9 +116,9 @@ def test_uncached_label_drops_only_the_cache_component() -> None:
 
 def test_summary_splits_policy_and_engine_time() -> None:
     rows = pd.DataFrame([
-        {"config": "dense", "correct": True, "nfe": 10, "seconds": 1.2, "forward_seconds": 1.0,
+        {"config": "dense", "problem_id": "p0", "correct": True, "nfe": 10, "seconds": 1.2, "forward_seconds": 1.0,
          "policy_seconds": 0.05, "tokens_per_second": 5.0, "agrees_with_dense": True},
-        {"config": "tspd", "correct": False, "nfe": 2, "seconds": 0.4, "forward_seconds": 0.2,
+        {"config": "tspd", "problem_id": "p0", "correct": False, "nfe": 2, "seconds": 0.4, "forward_seconds": 0.2,
          "policy_seconds": 0.1, "tokens_per_second": 20.0, "agrees_with_dense": False},
     ])
     summary = summarize_bench(rows)

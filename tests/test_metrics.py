@@ -10,7 +10,7 @@ import pytest
 
 from dllm_viz.bench import summarize_bench, summarize_sweep
 from dllm_viz.cli import main
-from dllm_viz.metrics import aup, frontier_position, tokens_per_forward
+from dllm_viz.metrics import aup, frontier_position, sign_test_p, tokens_per_forward
 from dllm_viz.sweep import parse_sweep
 from dllm_viz.tasks import Problem
 
@@ -75,6 +75,32 @@ def _rows(config: str, correct: list[bool], nfe: int, tokens: int) -> list[dict]
     return [{"config": config, "problem_id": f"p{i}", "correct": ok, "nfe": nfe, "tokens": tokens, "seconds": 1.0,
              "forward_seconds": 0.9, "policy_seconds": 0.05, "tokens_per_second": tokens, "agrees_with_dense": True}
             for i, ok in enumerate(correct)]
+
+
+def test_sign_test_is_exact_and_two_sided() -> None:
+    # 0 vs 5 discordant problems: 2 / 2^5; symmetric in its arguments; a tie or nothing discordant is 1.
+    assert sign_test_p(0, 5) == pytest.approx(2 / 32) and sign_test_p(5, 0) == sign_test_p(0, 5)
+    assert sign_test_p(1, 9) == pytest.approx(2 * (1 + 10) / 2**10)
+    assert sign_test_p(3, 3) == 1.0 and sign_test_p(0, 0) == 1.0
+    # Session 19's swap (BENCHMARKS.md): threshold lost 38 and gained 23 problems, AdaBlock 47 / 23.
+    assert sign_test_p(38, 23) == pytest.approx(0.0722, abs=1e-4)
+    assert sign_test_p(47, 23) == pytest.approx(0.0056, abs=1e-4)
+    # Thousands of problems: exact integer arithmetic, no overflow.
+    assert 0.0 < sign_test_p(3000, 2900) < 1.0 and sign_test_p(2000, 0) == 0.0
+    with pytest.raises(ValueError, match="lost=-1"):
+        sign_test_p(-1, 2)
+
+
+def test_summary_pairs_each_configuration_with_dense_problem_by_problem() -> None:
+    rows = pd.DataFrame(_rows("dense", [True, True, False, False, True], 64, 32)
+                        + _rows("threshold", [True, False, True, False, False], 8, 32)
+                        + _rows("cora", [True, True, False], 12, 32))  # ran p0-p2 only: paired on those
+    summary = summarize_bench(rows)
+    assert summary.loc["dense", ["lost", "gained", "sign_p"]].tolist() == [0, 0, 1.0]
+    # threshold: lost p1 and p4, gained p2, although its accuracy is only 20 points under dense's.
+    assert summary.loc["threshold", ["lost", "gained"]].tolist() == [2, 1]
+    assert summary.loc["threshold", "sign_p"] == pytest.approx(sign_test_p(2, 1))
+    assert summary.loc["cora", ["lost", "gained", "sign_p"]].tolist() == [0, 0, 1.0]
 
 
 def test_summary_reports_tpf_aup_and_the_frontier() -> None:
