@@ -123,6 +123,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a new run or warm start gives each ParallelBench name a token of its own (a name is ~4 tokens "
         "in the bundled tokenizer); the new embedding rows start as the mean of the rows that spelled it",
     )  # fmt: skip
+    parser.add_argument(
+        "--grow-layers", type=int, default=0,
+        help="with --init-from: insert this many layers among the exported model's, spread evenly, each "
+        "starting as the identity (zero output projections), so training resumes from exactly the "
+        "export's function with more depth (a 6-layer model: up to 12; dllm_viz/train/grow.py)",
+    )  # fmt: skip
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -155,6 +161,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         data_workers=args.data_workers,
         precision=args.precision,
         name_tokens=args.name_tokens,
+        grow_layers=args.grow_layers,
         data=data,
         model=model,
     )

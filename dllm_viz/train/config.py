@@ -169,6 +169,9 @@ class TrainConfig:
             a warm start's new embedding rows start as the mean of the rows that spelled the
             word). The bundled tokenizer spells a name in ~4 tokens, a two-name line in 21; with
             them, 12. A run keeps the tokenizer it was made with (resuming changes nothing).
+        grow_layers: a warm start inserts this many layers among the exported model's, each
+            starting as the identity (train/grow.py), so the deeper model begins exactly where the
+            export was. Only a warm start grows; resuming a grown run's checkpoint changes nothing.
     """
 
     minutes: float = 120.0
@@ -193,6 +196,7 @@ class TrainConfig:
     data_workers: int = 0
     precision: Precision = "fp32"
     name_tokens: bool = False
+    grow_layers: int = 0
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
 
@@ -207,6 +211,8 @@ class TrainConfig:
             raise ValueError(f"`minutes` must be > 0, got {self.minutes}")
         if self.lr <= 0:
             raise ValueError(f"`lr` must be > 0, got {self.lr}")
+        if self.grow_layers < 0:
+            raise ValueError(f"`grow_layers` must be >= 0 (0 keeps the exported depth), got {self.grow_layers}")
         if self.data_workers < 0:
             raise ValueError(f"`data_workers` must be >= 0 (0 builds batches inline), got {self.data_workers}")
         if self.device.split(":")[0] not in ("cpu", "cuda", "mps"):

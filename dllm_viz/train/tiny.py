@@ -35,6 +35,7 @@ from dllm_viz.train.checkpoint import (
 from dllm_viz.train.config import ModelConfig, TrainConfig, config_from_dict
 from dllm_viz.train.cpu_bf16 import bf16_warning
 from dllm_viz.train.data import PROMPT_TEMPLATE, Batch
+from dllm_viz.train.grow import check_growth, deepen
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, heldout_metrics, masked_loss
 from dllm_viz.train.prefetch import BatchSource
 from dllm_viz.train.threads import ThreadTuner
@@ -130,7 +131,8 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     if section.get("family") != "tiny":
         raise ValueError(f"{str(init_from)!r} is not an exported tiny model (no dllm_viz family 'tiny')")
     load_tokenizer(str(init_from)).save_pretrained(str(run_dir / TOKENIZER_DIR))
-    model = ModelConfig(hidden_size=raw["hidden_size"], num_layers=raw["num_hidden_layers"],
+    check_growth(raw["num_hidden_layers"], config.grow_layers)
+    model = ModelConfig(hidden_size=raw["hidden_size"], num_layers=raw["num_hidden_layers"] + config.grow_layers,
                         num_heads=raw["num_attention_heads"], intermediate_size=raw["intermediate_size"],
                         max_positions=raw["max_position_embeddings"])
     steps = int(section.get("trained_steps", 0))
@@ -162,6 +164,9 @@ def _open_run(
             f"{ckpt_path} exists; pass --resume to continue it or choose another --out"
         )
     state = TrainState()
+    if saved is None and init_from is None and config.grow_layers:
+        raise ValueError(f"`--grow-layers {config.grow_layers}` grows an exported model: pass --init-from "
+                         "(e.g. dllm_viz/assets/tiny), or --num-layers for a new model of that depth")
     if saved is None and init_from is not None:
         config, state = _warm_start(init_from, run_dir, config)
     tokenizer = _tokenizer_for(run_dir, config, progress)
@@ -177,7 +182,12 @@ def _open_run(
     if saved is None and init_from is not None:
         from safetensors.torch import load_file
 
-        model.load_state_dict(grown_rows(load_file(str(init_from / "model.safetensors")), added, len(tokenizer)))
+        weights = grown_rows(load_file(str(init_from / "model.safetensors")), added, len(tokenizer))
+        if config.grow_layers:
+            exported = config.model.num_layers - config.grow_layers
+            weights = deepen(weights, model.state_dict(), exported, config.grow_layers)
+            progress(f"grown from {exported} to {config.model.num_layers} layers; the new ones start as the identity")
+        model.load_state_dict(weights)
         progress(f"warm start from {init_from} at step {state.step}")
     if saved is not None:
         model.load_state_dict(saved["model"])
