@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app_ui.common import model_turn
-from dllm_viz.bench import ROW_COLUMNS, run_bench
+from dllm_viz.bench import ROW_COLUMNS, SUMMARY_COLUMNS, cut_off_warning, run_bench
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import require_code_sandbox
 from dllm_viz.models import ModelAdapter
@@ -92,3 +92,12 @@ def sweep_rows(key: str) -> pd.DataFrame | None:
     if not rows or not any(r["config"] == "dense" for r in rows):
         return None
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def summary_table(summary: pd.DataFrame, key: str) -> None:
+    """`summarize_bench`'s table with each column's meaning as its header's help (the app's users
+    meet sign_p, AUP and TPF here first), then the cut-off warning if any answer ran out of canvas."""
+    st.dataframe(summary, key=key,
+                 column_config={name: st.column_config.Column(help=text) for name, text in SUMMARY_COLUMNS.items()})
+    if (cut := cut_off_warning(summary)) is not None:
+        st.warning(cut)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dllm_viz.bench_columns import SUMMARY_COLUMNS
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
@@ -251,22 +252,8 @@ def run_bench(
 def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: accuracy, mean NFE, speedups and agreement against the dense baseline.
 
-    Columns: accuracy, lost and gained (problems dense got right and this configuration wrong, and
-    the reverse, over the problems both ran), sign_p (the exact two-sided sign test on those: how
-    likely a split this uneven is were the two equally accurate; dllm_viz/metrics.py), mean_nfe,
-    nfe_speedup (dense NFE / NFE), wall_speedup (dense seconds / seconds), tokens_per_second (total
-    non-EOS tokens / total seconds), agreement (share of prompts whose output equals dense's),
-    overhead (time inside the policy's calls per forward time), engine_overhead (the decoding loop's
-    own bookkeeping, step - forward - policy, per forward time: the same for every policy, so it is
-    not the policy's cost), same_as_uncached (for a cached configuration such as `threshold+dual`:
-    share of prompts whose output equals the same configuration's without the cache, when that ran
-    too; NaN otherwise), cut_off (answers that filled the canvas without an end-of-text token: too
-    short a gen length, not necessarily a wrong policy), tpf (answer tokens per forward pass,
-    d3LLM's TPF), aup (d3LLM's AUP of the curve from dense to the configuration, accuracy in percent
-    and y_max the run's best accuracy: dllm_viz/metrics.py), flip_share (share of problems on which
-    some answer position changed its top-1 candidate before it was committed), redundant (mean share
-    of masked token-steps spent on positions whose answer had already settled: dllm_viz/dynamics.py;
-    NaN for CSVs from before these columns), n.
+    Columns: SUMMARY_COLUMNS, in its order (each name with what it measures). Columns computed from
+    row fields that older CSVs lack are NaN for them.
     """
     if rows.empty:
         return pd.DataFrame()
@@ -276,7 +263,7 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
     dense = totals.loc[BASELINE]
     tpf = _tpf(rows, totals["nfe"])
     paired = _paired_with_dense(rows)
-    return pd.DataFrame({
+    columns = {
         "accuracy": grouped["correct"].mean(),
         "lost": paired["lost"],
         "gained": paired["gained"],
@@ -297,7 +284,8 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "flip_share": _mean_of(rows, "candidate_flips", lambda c: c > 0),
         "redundant": _mean_of(rows, "redundant_refinement", lambda c: c),
         "n": grouped.size(),
-    })
+    }
+    return pd.DataFrame({name: columns[name] for name in SUMMARY_COLUMNS})
 
 
 def accuracy_by_task(rows: pd.DataFrame) -> pd.DataFrame | None:

@@ -26,10 +26,10 @@ from app_ui.common import (
     warn_if_cut_off,
 )
 from app_ui.live_chart import live_chart
-from app_ui.sweep import run_sweep, sweep_rows
+from app_ui.sweep import run_sweep, summary_table, sweep_rows
 from app_ui.widgets import gen_length_input, policy_form
 from dllm_viz import figures
-from dllm_viz.bench import cut_off_warning, summarize_bench
+from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
@@ -147,9 +147,7 @@ else:
         run_sweep(adapter, heldout_problems(str(task), int(n)), configs, decode_config(gen_length), key="cmp_bench")
     if (rows := sweep_rows("cmp_bench")) is not None:
         summary = summarize_bench(rows)
-        st.dataframe(summary, key="cmp_summary")
-        if (cut := cut_off_warning(summary)) is not None:
-            st.warning(cut)
+        summary_table(summary, key="cmp_summary")
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
         live_chart(figures.nfe_accuracy_scatter(records), key="cmp_scatter")
         with st.expander("Every completion"):

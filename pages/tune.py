@@ -27,11 +27,11 @@ from app_ui.common import (
     warn_if_cut_off,
 )
 from app_ui.live_chart import live_chart
-from app_ui.sweep import parse_values, run_sweep, sweep_configs, sweep_rows
+from app_ui.sweep import parse_values, run_sweep, summary_table, sweep_configs, sweep_rows
 from app_ui.views import scrubber
 from app_ui.widgets import component_fields, gen_length_input
 from dllm_viz import figures
-from dllm_viz.bench import cut_off_warning, summarize_bench
+from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.defaults import policy_defaults
@@ -171,9 +171,7 @@ def sweep() -> None:
         summary = summarize_bench(rows)
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
         live_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter")
-        st.dataframe(summary, key="tune_summary")
-        if (cut := cut_off_warning(summary)) is not None:
-            st.warning(cut)
+        summary_table(summary, key="tune_summary")
 
 
 if mode == "by eye":

@@ -22,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_ui.common import sample_prompts, share_query
 from app_ui.export import npz_bytes
+from dllm_viz.bench import SUMMARY_COLUMNS
 from dllm_viz.figures import output_text as figures_output_text
 from dllm_viz.policies import RULES
 from dllm_viz.trace import load_trace
@@ -316,9 +317,14 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
 def test_compare_on_a_prompt_set_reports_accuracy(dirs: dict[str, Path]) -> None:
     at = open_app("compare", {"cmp_mode": "a prompt set", "cmp_gen": "16", "cmp_count": "1",
                               "c1_block_length": "16", "c2_block_length": "16"})
-    rows = pd.DataFrame(click(at, "cmp_bench_run").session_state["cmp_bench"])
+    at = click(at, "cmp_bench_run")
+    rows = pd.DataFrame(at.session_state["cmp_bench"])
     assert sorted(rows["config"].unique())[0].startswith("#1") and "dense" in set(rows["config"])
     assert len(rows) == 3
+    # The summary's columns carry their meaning as help (SUMMARY_COLUMNS, the one declaration).
+    table = next(d for d in at.dataframe if "sign_p" in json.loads(d.proto.columns or "{}"))
+    assert json.loads(table.proto.columns)["sign_p"]["help"] == SUMMARY_COLUMNS["sign_p"]
+    assert list(table.value.columns) == list(SUMMARY_COLUMNS)
     scatter = next(c for c in charts(at) if c["data"][0]["type"] == "scatter")
     assert len(values(scatter["data"][0]["x"])) == 3
 

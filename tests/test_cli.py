@@ -142,3 +142,14 @@ def test_block_length_of_reads_the_config_alone(tiny_dir: Path, block_dir: Path,
     # what cannot be read now is left to load(), after the caller's own checks; nothing downloads
     assert block_length_of(str(tmp_path / "missing")) is None
     assert block_length_of("someone/not-downloaded-model") is None
+
+
+def test_bench_help_explains_every_summary_column(capsys: pytest.CaptureFixture[str]) -> None:
+    from dllm_viz.bench_columns import SUMMARY_COLUMNS
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name, meaning in SUMMARY_COLUMNS.items():
+        assert f"{name}: {' '.join(meaning.split())}" in text

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dllm_viz.bench_columns import SUMMARY_COLUMNS
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
@@ -33,9 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `bench` subcommand."""
     parser = subparsers.add_parser(
         "bench", help="compare policies against the dense baseline on a prompt set",
-        description="Run every configuration over the same prompts in one process and print accuracy, NFE, "
-                    "speedups vs dense, tokens/s, agreement with dense, policy overhead (time inside the policy's "
-                    "calls per forward time) and engine overhead (the loop's own bookkeeping).")
+        description="Run every configuration over the same prompts in one process and print, per configuration, "
+                    "accuracy paired with dense's, NFE, speedups, TPF and AUP, agreement and overheads (the "
+                    "columns are listed below).")
     parser.add_argument("--tasks", default="arith",
                         help="comma-separated tasks: arith,code (easy), hard or its families hard/chain, "
                              "hard/breadth, parallelbench/<op> (docs/TESTBED.md), gsm8k,humaneval (default: arith)")
@@ -67,6 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser)
+    parser.epilog = f"{parser.epilog}\n{summary_columns_epilog()}"
     parser.set_defaults(func=run)
 
 
@@ -123,6 +126,15 @@ def run(args: argparse.Namespace) -> int:
         nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def summary_columns_epilog() -> str:
+    """The summary's columns and what each measures (bench_columns.SUMMARY_COLUMNS), for --help."""
+    lines = ["summary columns (one row per configuration):"]
+    for name, text in SUMMARY_COLUMNS.items():
+        lines += textwrap.wrap(f"{name}: {text}", 96, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)
+    return "\n".join(lines).replace("%", "%%")
 
 
 def print_report(rows: pd.DataFrame, sweep: Sweep | None, header: str) -> pd.DataFrame:
