@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -308,19 +308,42 @@ def _mean_of(rows: pd.DataFrame, column: str, value: Callable[[pd.Series], pd.Se
     return value(pd.to_numeric(rows[column])).astype(float).groupby(rows["config"], sort=False).mean()
 
 
-def _paired_with_dense(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: lost, gained (against dense, problem by problem) and the sign test's p.
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """One configuration against another on the problems both ran: `lost` (right under the other,
+    wrong here), `gained` (the reverse), the sign test's p on those, and how many problems paired."""
 
-    Only problems that dense and the configuration both ran are paired (a resumed or sharded run
-    may hold some without the other); dense against itself is 0, 0, p = 1."""
+    lost: int
+    gained: int
+    sign_p: float
+    problems: int
+
+
+def paired(rows: pd.DataFrame, label: str, base: str = BASELINE) -> Paired:
+    """`label` against `base`, problem by problem (a resumed or sharded run may hold problems one of
+    them has not run: those are left out). A configuration against itself is 0, 0, p = 1.
+
+    Raises:
+        ValueError: either label has no rows (the message names the configurations there are).
+    """
+    labels = set(rows["config"])
+    for name in (label, base):
+        if name not in labels:
+            raise ValueError(f"no rows for configuration {name!r}; the rows hold {sorted(labels)}")
     correct = rows.drop_duplicates(["config", "problem_id"], keep="last").pivot(
         index="problem_id", columns="config", values="correct")
+    pair = pd.DataFrame({"base": correct[base], "mine": correct[label]}).dropna().astype(bool)
+    lost = int((pair["base"] & ~pair["mine"]).sum())
+    gained = int((pair["mine"] & ~pair["base"]).sum())
+    return Paired(lost, gained, sign_test_p(lost, gained), len(pair))
+
+
+def _paired_with_dense(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: lost, gained and sign_p against dense (`paired`)."""
     out = {}
     for label in rows["config"].drop_duplicates():
-        pair = pd.DataFrame({"dense": correct[BASELINE], "mine": correct[label]}).dropna().astype(bool)
-        lost = int((pair["dense"] & ~pair["mine"]).sum())
-        gained = int((pair["mine"] & ~pair["dense"]).sum())
-        out[label] = {"lost": lost, "gained": gained, "sign_p": sign_test_p(lost, gained)}
+        result = paired(rows, str(label))
+        out[label] = {"lost": result.lost, "gained": result.gained, "sign_p": result.sign_p}
     return pd.DataFrame.from_dict(out, orient="index")
 
 

@@ -237,6 +237,10 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     report = capsys.readouterr().out
     assert "2 problems finished under every configuration (3 started)" in report
     assert cut.read_bytes() == text[:-9]
+    assert summary.main([parts[0], str(cut), "--pair", "threshold", "dense"]) == 0
+    assert "threshold against dense: lost " in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--pair cora dense: no rows for configuration 'cora'"):
+        summary.main([parts[0], "--pair", "cora", "dense"])
     with pytest.raises(SystemExit, match="also in an earlier file"):
         summary.main([parts[0], parts[0]])
     with pytest.raises(SystemExit, match="no rows for"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dllm_viz.bench import summarize_bench, summarize_sweep
+from dllm_viz.bench import Paired, paired, summarize_bench, summarize_sweep
 from dllm_viz.cli import main
 from dllm_viz.metrics import aup, frontier_position, sign_test_p, tokens_per_forward
 from dllm_viz.sweep import parse_sweep
@@ -101,6 +101,11 @@ def test_summary_pairs_each_configuration_with_dense_problem_by_problem() -> Non
     assert summary.loc["threshold", ["lost", "gained"]].tolist() == [2, 1]
     assert summary.loc["threshold", "sign_p"] == pytest.approx(sign_test_p(2, 1))
     assert summary.loc["cora", ["lost", "gained", "sign_p"]].tolist() == [0, 0, 1.0]
+    # Any two configurations pair the same way (what CE adds to a rule: `--pair` in tools/bench_summary.py).
+    assert paired(rows, "threshold", "cora") == Paired(lost=1, gained=1, sign_p=1.0, problems=3)
+    assert paired(rows, "threshold") == Paired(lost=2, gained=1, sign_p=sign_test_p(2, 1), problems=5)
+    with pytest.raises(ValueError, match="no rows for configuration 'tspd'"):
+        paired(rows, "tspd")
 
 
 def test_summary_reports_tpf_aup_and_the_frontier() -> None:

@@ -8,7 +8,7 @@ configuration sits against it) over the problems that every configuration of the
 finished, and says how many that is:
 
     python tools/bench_summary.py rows_chain.csv rows_breadth.csv \\
-        --sweep 'threshold(threshold=0.5:0.99:6)'
+        --sweep 'threshold(threshold=0.5:0.99:6)' --pair threshold+kalman threshold
 
 Files from parallel processes may be given together (their problems must not overlap; wall-clock
 columns then compare within a file's rows only).
@@ -24,7 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dllm_viz.bench import BASELINE, ROW_COLUMNS
+from dllm_viz.bench import BASELINE, ROW_COLUMNS, paired
 from dllm_viz.cli import results
 from dllm_viz.cli.bench import print_report, typed_rows
 from dllm_viz.sweep import parse_sweep
@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", type=Path, nargs="+", help="`bench --out` csv files")
     parser.add_argument("--sweep", help="the sweep the run was given (its points are configurations of the files)")
+    parser.add_argument("--pair", nargs=2, action="append", default=[], metavar=("CONFIG", "BASE"),
+                        help="also pair CONFIG with BASE problem by problem (lost, gained, sign test), e.g. "
+                             "--pair threshold+kalman threshold for what CE adds; repeatable")
     args = parser.parse_args(argv)
     parts = [bench_rows(path) for path in args.files]
     for path, part in zip(args.files, parts, strict=True):
@@ -70,8 +73,17 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--sweep {args.sweep!r}: the files have no rows for {missing[0]!r}; give the run's sweep")
     problems = rows["problem_id"].nunique()
     started = everything["problem_id"].nunique()
-    print_report(rows, sweep, f"{problems} problems finished under every configuration ({started} started) in "
-                              f"{', '.join(str(path) for path in args.files)}")
+    summary = print_report(rows, sweep, f"{problems} problems finished under every configuration ({started} "
+                                        f"started) in {', '.join(str(path) for path in args.files)}")
+    for label, base in args.pair:
+        try:
+            result = paired(rows, label, base)
+        except ValueError as exc:
+            raise SystemExit(f"--pair {label} {base}: {exc}") from exc
+        print(f"{label} against {base}: lost {result.lost}, gained {result.gained} of {result.problems} problems "
+              f"(sign test p = {result.sign_p:.3f}); accuracy {summary.loc[label, 'accuracy']:.3f} against "
+              f"{summary.loc[base, 'accuracy']:.3f}, mean NFE {summary.loc[label, 'mean_nfe']:.1f} against "
+              f"{summary.loc[base, 'mean_nfe']:.1f}")
     return 0
 
 
