@@ -255,3 +255,29 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     assert main(other) == 0
     with pytest.raises(SystemExit, match="settings differ"):
         merge.main([parts[1], str(tmp_path / "other.csv"), "--out", str(tmp_path / "mixed.csv")])
+
+
+def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """tools/compare_models.py, the swap's evidence in tools/gpu_stage.sh: per configuration both runs
+    hold, each run's accuracy and NFE and the candidate's lost / gained against the base."""
+    compare = _tool("compare_models")
+    prompts = tmp_path / "mine.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",
+              "dense,threshold", "--gen-length", "16", "--block-length", "8", "--n", "3"]
+    assert main([*common, "--out", str(tmp_path / "base.csv")]) == 0
+    assert main([*common, "--threshold", "0.01", "--out", str(tmp_path / "other.csv")]) == 0
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / "base.csv"), str(tmp_path / "other.csv"), "--names", "old", "new"]) == 0
+    out = capsys.readouterr().out
+    assert "new (" in out and "against old (" in out
+    table = compare.compare(compare.bench_rows(tmp_path / "base.csv"), compare.bench_rows(tmp_path / "other.csv"),
+                            ("old", "new"))
+    assert list(table.index) == ["dense", "threshold"]
+    assert table.loc["dense", ["lost", "gained", "sign_p", "problems"]].tolist() == [0, 0, 1.0, 3]  # same model
+    assert table.loc["threshold", "new_nfe"] <= table.loc["threshold", "old_nfe"]
+    assert main([*common[:-2], "--n", "1", "--skip", "2", "--out", str(tmp_path / "late.csv")]) == 0
+    assert main([*common[:-2], "--n", "2", "--out", str(tmp_path / "early.csv")]) == 0
+    with pytest.raises(SystemExit, match="share no problem"):
+        compare.main([str(tmp_path / "early.csv"), str(tmp_path / "late.csv")])

@@ -5,8 +5,9 @@
 # costs a machine start. One call of the device tool runs this whole script: it continues the
 # bundled model on the hard mix (docs/TESTBED.md), packs the export, benches it and the bundled
 # model on the same problems (dense and threshold 0.9: the split that decides a swap, BENCHMARKS.md
-# "Summary: the hard split"), runs the `gpu` tests, and leaves at most 8 files in $OUT (the
-# device tool's limit): export.tar, bench.tar, train.log, bench.log, summary.txt, gpu_tests.log.
+# "Summary: the hard split"; tools/compare_models.py pairs the two by problem), runs the `gpu`
+# tests, and leaves at most 8 files in $OUT (the device tool's limit): export.tar, bench.tar,
+# train.log, bench.log, summary.txt, gpu_tests.log.
 #
 #   bash tools/device_wheels.sh   # here, first: the wheels the device's image lacks, into .whl/
 #   run(command="bash tools/gpu_stage.sh", carry=[".whl"], timeout_s=600)
@@ -80,6 +81,12 @@ wait
 for tag in "${TAGS[@]}"; do  # in a fixed order: the benches above finish in any
     cat "$WORK/bench/${tag}"_{chain,breadth,arith}.summary >> "$OUT/summary.txt"
 done
+if [[ ${#TAGS[@]} -gt 1 ]]; then  # the swap's evidence: the export against the bundled model, problem by problem
+    for task in chain breadth arith; do
+        python tools/compare_models.py "$WORK/bench/bundled_$task.csv" "$WORK/bench/stage_$task.csv" \
+            --names bundled stage >> "$OUT/summary.txt" 2>&1
+    done
+fi
 cat "$WORK"/bench/*.log >> "$OUT/bench.log" 2>/dev/null
 tar -cf "$OUT/bench.tar" -C "$WORK" bench
 

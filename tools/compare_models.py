@@ -1,0 +1,76 @@
+"""Two `bench --out` runs of the same problems under two models, configuration by configuration, paired.
+
+Why: a bundled-model swap (docs/TESTBED.md) is decided on the same held-out problems benched under
+the bundled model and the candidate. Two accuracies a few points apart on a few hundred problems
+are mostly noise on this model (BENCHMARKS.md, session 19), so this prints, for every configuration
+both runs hold, each model's accuracy and mean NFE and how many problems the candidate lost and
+gained against the bundled model, with the exact sign test (`dllm_viz.bench.paired`):
+
+    python tools/compare_models.py bundled_chain.csv stage_chain.csv --names bundled stage
+
+tools/gpu_stage.sh appends it to its summary for each task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_summary import bench_rows  # tools/ is not a package: found through sys.path
+
+from dllm_viz.bench import paired
+
+
+def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
+    """Per configuration in both runs: accuracy and mean NFE of each, the candidate's lost / gained
+    against the base on the problems both ran, the sign test's p and the number of problems paired.
+
+    Raises:
+        ValueError: the runs share no configuration, or no problem.
+    """
+    shared = [c for c in base["config"].drop_duplicates() if c in set(candidate["config"])]
+    if not shared:
+        raise ValueError(f"the runs share no configuration ({sorted(set(base['config']))} against "
+                         f"{sorted(set(candidate['config']))})")
+    if not set(base["problem_id"]) & set(candidate["problem_id"]):
+        raise ValueError("the runs share no problem: bench both models on the same --tasks, --n and --skip")
+    rows = pd.concat([base.assign(config=names[0] + ":" + base["config"]),
+                      candidate.assign(config=names[1] + ":" + candidate["config"])], ignore_index=True)
+    out = {}
+    for config in shared:
+        mine, theirs = f"{names[1]}:{config}", f"{names[0]}:{config}"
+        result = paired(rows, mine, theirs)
+        out[config] = {
+            f"{names[0]}_accuracy": base.loc[base["config"] == config, "correct"].mean(),
+            f"{names[1]}_accuracy": candidate.loc[candidate["config"] == config, "correct"].mean(),
+            f"{names[0]}_nfe": base.loc[base["config"] == config, "nfe"].mean(),
+            f"{names[1]}_nfe": candidate.loc[candidate["config"] == config, "nfe"].mean(),
+            "lost": result.lost, "gained": result.gained, "sign_p": result.sign_p, "problems": result.problems,
+        }
+    return pd.DataFrame.from_dict(out, orient="index")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, help="`bench --out` csv of the model in use (e.g. the bundled one)")
+    parser.add_argument("candidate", type=Path, help="`bench --out` csv of the candidate on the same problems")
+    parser.add_argument("--names", nargs=2, default=("base", "candidate"), metavar=("BASE", "CANDIDATE"),
+                        help="what to call the two models in the table (default: base candidate)")
+    args = parser.parse_args(argv)
+    try:
+        table = compare(bench_rows(args.base), bench_rows(args.candidate), tuple(args.names))
+    except ValueError as exc:
+        raise SystemExit(f"compare_models: {exc}") from exc
+    print(f"{args.names[1]} ({args.candidate}) against {args.names[0]} ({args.base}), paired by problem:")
+    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
