@@ -15,16 +15,20 @@
 # A dry run on CPU checks the plumbing in ~5 minutes (no export: minutes of CPU never beat the
 # bundled model's held-out score, so only the bundled model is benched):
 #   OUT=/tmp/stage DEVICE=cpu MINUTES=0.5 WORKERS=0 BATCH=8 N_HARD=2 N_EASY=2 SHARDS=2 bash tools/gpu_stage.sh
-# Knobs (environment): MINUTES of training (default 5, which with the benches fits one 600 s
-# call), DEVICE, WORKERS (batch builders), BATCH (word problems a step), GROW (layers added to the
-# bundled 6 at the warm start, each starting as the identity: train-tiny --grow-layers; 0 keeps the
-# depth), SEED, LR, N_HARD problems per hard family and N_EASY easy arithmetic problems (held out,
-# the first ones), SHARDS processes per bench (problems are split by --skip and joined with
-# tools/merge_bench.py).
+# and with INIT set to a weak export (e.g. one from `train-tiny --minutes 0.2 --hidden-size 32
+# --num-layers 1 --num-heads 2 --intermediate-size 64`) the stage beats it, so the export branch
+# (export.tar, the stage's benches, tools/compare_models.py) runs too.
+# Knobs (environment): MINUTES of training (default 5, which with the benches fits one 600 s call),
+# INIT (the export to continue; default the bundled model), DEVICE, WORKERS (batch builders), BATCH
+# (word problems a step), GROW (layers added at the warm start, each starting as the identity:
+# train-tiny --grow-layers; 0 keeps the depth), SEED, LR, N_HARD problems per hard family and
+# N_EASY easy arithmetic problems (held out, the first ones), SHARDS processes per bench (problems
+# are split by --skip and joined with tools/merge_bench.py).
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
-GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-2e-3}; N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
+INIT=${INIT:-dllm_viz/assets/tiny}; GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-2e-3}
+N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -41,7 +45,7 @@ fi
 python -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__,
   'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())" >> "$OUT/summary.txt" 2>&1
 
-python -m dllm_viz train-tiny --init-from dllm_viz/assets/tiny --out "$WORK/run" --export-dir "$WORK/export" \
+python -m dllm_viz train-tiny --init-from "$INIT" --out "$WORK/run" --export-dir "$WORK/export" \
     --minutes "$MINUTES" --hard-fraction 0.6 --code-fraction 0.1 --drill-every 3 --list-drill-every 3 \
     --lr "$LR" --warmup-steps 200 --seed "$SEED" --device "$DEVICE" --data-workers "$WORKERS" \
     --batch-size "$BATCH" --drill-batch-size $((BATCH * 2)) --list-drill-batch-size "$BATCH" --grow-layers "$GROW" \
