@@ -124,3 +124,9 @@ def sign_test_p(lost: int, gained: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(lost, gained) + 1))
     return min(1.0, 2 * tail / 2**n)  # int / int: exact for any n, no float overflow
+
+
+def format_p(p: float) -> str:
+    """A sign test's p for a printed table: three decimals, and "<0.001" below that, so a tiny p
+    never reads as 0.000 (which would claim certainty the test does not give)."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

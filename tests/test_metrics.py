@@ -10,7 +10,7 @@ import pytest
 
 from dllm_viz.bench import Paired, paired, summarize_bench, summarize_sweep
 from dllm_viz.cli import main
-from dllm_viz.metrics import aup, frontier_position, sign_test_p, tokens_per_forward
+from dllm_viz.metrics import aup, format_p, frontier_position, sign_test_p, tokens_per_forward
 from dllm_viz.sweep import parse_sweep
 from dllm_viz.tasks import Problem
 
@@ -89,6 +89,15 @@ def test_sign_test_is_exact_and_two_sided() -> None:
     assert 0.0 < sign_test_p(3000, 2900) < 1.0 and sign_test_p(2000, 0) == 0.0
     with pytest.raises(ValueError, match="lost=-1"):
         sign_test_p(-1, 2)
+
+
+def test_printed_p_values_never_read_as_zero() -> None:
+    from dllm_viz.cli.bench import table_text
+
+    assert format_p(0.0003) == "<0.001" and format_p(0.0722) == "0.072" and format_p(1.0) == "1.000"
+    rows = pd.DataFrame(_rows("dense", [True] * 12, 64, 32) + _rows("threshold", [False] * 12, 8, 32))
+    text = table_text(summarize_bench(rows))
+    assert "<0.001" in text.splitlines()[2] and "1.000" in text.splitlines()[1]  # 12 lost: p = 2 / 4096
 
 
 def test_summary_pairs_each_configuration_with_dense_problem_by_problem() -> None:

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_summary import bench_rows  # tools/ is not a package: found through sys.path
 
 from dllm_viz.bench import paired
+from dllm_viz.cli.bench import table_text
 
 
 def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         raise SystemExit(f"compare_models: {exc}") from exc
     print(f"{args.names[1]} ({args.candidate}) against {args.names[0]} ({args.base}), paired by problem:")
-    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    print(table_text(table))
     return 0
 
 

@@ -137,6 +137,15 @@ def summary_columns_epilog() -> str:
     return "\n".join(lines).replace("%", "%%")
 
 
+def table_text(table: pd.DataFrame) -> str:
+    """A summary-like table as printed text: numbers to three decimals, a sign test's p (`sign_p`)
+    by `metrics.format_p`."""
+    from dllm_viz.metrics import format_p
+
+    formatters = {"sign_p": format_p} if "sign_p" in table.columns else None
+    return table.to_string(float_format=lambda v: f"{v:.3f}", formatters=formatters)
+
+
 def print_report(rows: pd.DataFrame, sweep: Sweep | None, header: str) -> pd.DataFrame:
     """Print the summary of `rows` under `header`: per configuration, per task, and the sweep's
     frontier, AUP and where every other configuration sits against it; returns the summary.
@@ -145,7 +154,7 @@ def print_report(rows: pd.DataFrame, sweep: Sweep | None, header: str) -> pd.Dat
 
     summary = summarize_bench(rows)
     print(header)
-    print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
+    print(table_text(summary))
     if (by_task := accuracy_by_task(rows)) is not None:
         print("correct per task:")
         print(by_task.to_string())

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dllm_viz.cli.bench import table_text
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     for name, table, size in (("calibration", result.calibration, len(calibration)),
                               ("check", result.check, len(check))):
         print(f"{name} slice ({size} problems):")
-        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        print(table_text(table))
         if (warning := cut_off_warning(table)) is not None:
             print(f"warning: {warning}", file=sys.stderr)
     print(_verdict(result, args.tolerance))
