@@ -330,8 +330,17 @@ def paired(rows: pd.DataFrame, label: str, base: str = BASELINE) -> Paired:
     for name in (label, base):
         if name not in labels:
             raise ValueError(f"no rows for configuration {name!r}; the rows hold {sorted(labels)}")
-    correct = rows.drop_duplicates(["config", "problem_id"], keep="last").pivot(
+    return _pair(_correct_by_problem(rows), label, base)
+
+
+def _correct_by_problem(rows: pd.DataFrame) -> pd.DataFrame:
+    """Problems (index) by configurations (columns): correct or not, NaN where one did not run."""
+    return rows.drop_duplicates(["config", "problem_id"], keep="last").pivot(
         index="problem_id", columns="config", values="correct")
+
+
+def _pair(correct: pd.DataFrame, label: str, base: str) -> Paired:
+    """`paired` on a `_correct_by_problem` table."""
     pair = pd.DataFrame({"base": correct[base], "mine": correct[label]}).dropna().astype(bool)
     lost = int((pair["base"] & ~pair["mine"]).sum())
     gained = int((pair["mine"] & ~pair["base"]).sum())
@@ -339,10 +348,11 @@ def paired(rows: pd.DataFrame, label: str, base: str = BASELINE) -> Paired:
 
 
 def _paired_with_dense(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration: lost, gained and sign_p against dense (`paired`)."""
+    """Per configuration: lost, gained and sign_p against dense (`paired`, one table for all)."""
+    correct = _correct_by_problem(rows)
     out = {}
     for label in rows["config"].drop_duplicates():
-        result = paired(rows, str(label))
+        result = _pair(correct, str(label), BASELINE)
         out[label] = {"lost": result.lost, "gained": result.gained, "sign_p": result.sign_p}
     return pd.DataFrame.from_dict(out, orient="index")
 
