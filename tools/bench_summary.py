@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dllm_viz.bench import BASELINE, ROW_COLUMNS, paired
 from dllm_viz.cli import results
 from dllm_viz.cli.bench import print_report, typed_rows
+from dllm_viz.metrics import format_p
 from dllm_viz.sweep import parse_sweep
 
 
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             raise SystemExit(f"--pair {label} {base}: {exc}") from exc
         print(f"{label} against {base}: lost {result.lost}, gained {result.gained} of {result.problems} problems "
-              f"(sign test p = {result.sign_p:.3f}); accuracy {summary.loc[label, 'accuracy']:.3f} against "
+              f"(sign test p = {format_p(result.sign_p)}); accuracy {summary.loc[label, 'accuracy']:.3f} against "
               f"{summary.loc[base, 'accuracy']:.3f}, mean NFE {summary.loc[label, 'mean_nfe']:.1f} against "
               f"{summary.loc[base, 'mean_nfe']:.1f}")
     return 0
