@@ -281,3 +281,10 @@ def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, t
     assert main([*common[:-2], "--n", "2", "--out", str(tmp_path / "early.csv")]) == 0
     with pytest.raises(SystemExit, match="share no problem"):
         compare.main([str(tmp_path / "early.csv"), str(tmp_path / "late.csv")])
+    # Runs of different --n: every figure is over the shared problems, not each run's own.
+    base = pd.DataFrame({"config": ["dense"], "problem_id": ["p1"], "correct": [False], "nfe": [16]})
+    longer = pd.DataFrame({"config": ["dense"] * 2, "problem_id": ["p1", "p2"], "correct": [True, False],
+                           "nfe": [16, 8]})
+    short = compare.compare(base, longer, ("old", "new"))
+    assert short.loc["dense", ["old_accuracy", "new_accuracy", "new_nfe", "gained", "problems"]].tolist() == \
+        [0.0, 1.0, 16.0, 1, 1]
