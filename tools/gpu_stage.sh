@@ -12,14 +12,15 @@
 #   bash tools/device_wheels.sh   # here, first: the wheels the device's image lacks, into .whl/
 #   run(command="bash tools/gpu_stage.sh", carry=[".whl"], timeout_s=600)
 #
-# A dry run on CPU checks the plumbing in ~5 minutes (no export: minutes of CPU never beat the
-# bundled model's held-out score, so only the bundled model is benched):
+# A dry run on CPU checks the plumbing in ~5 minutes (no export: minutes of CPU never beat the starting
+# model's held-out score, so only the bundled model is benched):
 #   OUT=/tmp/stage DEVICE=cpu MINUTES=0.5 WORKERS=0 BATCH=8 N_HARD=2 N_EASY=2 SHARDS=2 bash tools/gpu_stage.sh
 # and with INIT set to a weak export (e.g. one from `train-tiny --minutes 0.2 --hidden-size 32
 # --num-layers 1 --num-heads 2 --intermediate-size 64`) the stage beats it, so the export branch
 # (export.tar, the stage's benches, tools/compare_models.py) runs too.
 # Knobs (environment): MINUTES of training (default 5, which with the benches fits one 600 s call),
-# INIT (the export to continue; default the bundled model), DEVICE, WORKERS (batch builders), BATCH
+# INIT (the export to continue; default training/hard_export, the candidate a CPU session left, when
+# it holds a model, else the bundled model; the benches always set the stage against the bundled one), DEVICE, WORKERS (batch builders), BATCH
 # (word problems a step), GROW (layers added at the warm start, each starting as the identity:
 # train-tiny --grow-layers; 0 keeps the depth), SEED, LR, N_HARD problems per hard family and
 # N_EASY easy arithmetic problems (held out, the first ones), SHARDS processes per bench (problems
@@ -27,7 +28,10 @@
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
-INIT=${INIT:-dllm_viz/assets/tiny}; GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-2e-3}
+if [[ -z "${INIT:-}" ]]; then
+    INIT=dllm_viz/assets/tiny; [[ -f training/hard_export/model.safetensors ]] && INIT=training/hard_export
+fi
+GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-2e-3}
 N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d)
@@ -51,7 +55,7 @@ python -m dllm_viz train-tiny --init-from "$INIT" --out "$WORK/run" --export-dir
     --batch-size "$BATCH" --drill-batch-size $((BATCH * 2)) --list-drill-batch-size "$BATCH" --grow-layers "$GROW" \
     > "$OUT/train.log" 2>&1 || echo "train-tiny failed: see train.log" >> "$OUT/summary.txt"
 if [[ ! -f "$WORK/export/model.safetensors" ]]; then
-    echo "no export: the stage never beat the bundled model's held-out score (train.log's eval lines)" \
+    echo "no export: the stage never beat its starting model's held-out score ($INIT; train.log's eval lines)" \
         >> "$OUT/summary.txt"
     MODELS=(tiny); TAGS=(bundled)
 else
