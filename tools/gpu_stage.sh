@@ -20,11 +20,11 @@
 # (export.tar, the stage's benches, tools/compare_models.py) runs too.
 # Knobs (environment): MINUTES of training (default 5, which with the benches fits one 600 s call),
 # INIT (the export to continue; default training/hard_export, the candidate a CPU session left, when
-# it holds a model, else the bundled model; the benches always set the stage against the bundled one), DEVICE, WORKERS (batch builders), BATCH
-# (word problems a step), GROW (layers added at the warm start, each starting as the identity:
-# train-tiny --grow-layers; 0 keeps the depth), SEED, LR, N_HARD problems per hard family and
-# N_EASY easy arithmetic problems (held out, the first ones), SHARDS processes per bench (problems
-# are split by --skip and joined with tools/merge_bench.py).
+# it holds a model, else the bundled model; the benches always set the stage against the bundled
+# one), DEVICE, WORKERS (batch builders), BATCH (word problems a step), GROW (layers added at the
+# warm start, each starting as the identity: train-tiny --grow-layers; 0 keeps the depth), SEED, LR,
+# N_HARD problems per hard family and N_EASY easy arithmetic problems (held out, the first ones),
+# SHARDS processes per bench (problems are split by --skip and joined with tools/merge_bench.py).
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
