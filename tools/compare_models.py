@@ -48,15 +48,15 @@ def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str])
     base, candidate = base[base["problem_id"].isin(problems)], candidate[candidate["problem_id"].isin(problems)]
     rows = pd.concat([base.assign(config=names[0] + ":" + base["config"]),
                       candidate.assign(config=names[1] + ":" + candidate["config"])], ignore_index=True)
+    means = [run.groupby("config")[["correct", "nfe"]].mean() for run in (base, candidate)]
     out = {}
     for config in shared:
-        mine, theirs = f"{names[1]}:{config}", f"{names[0]}:{config}"
-        result = paired(rows, mine, theirs)
+        result = paired(rows, f"{names[1]}:{config}", f"{names[0]}:{config}")
         out[config] = {
-            f"{names[0]}_accuracy": base.loc[base["config"] == config, "correct"].mean(),
-            f"{names[1]}_accuracy": candidate.loc[candidate["config"] == config, "correct"].mean(),
-            f"{names[0]}_nfe": base.loc[base["config"] == config, "nfe"].mean(),
-            f"{names[1]}_nfe": candidate.loc[candidate["config"] == config, "nfe"].mean(),
+            f"{names[0]}_accuracy": means[0].loc[config, "correct"],
+            f"{names[1]}_accuracy": means[1].loc[config, "correct"],
+            f"{names[0]}_nfe": means[0].loc[config, "nfe"],
+            f"{names[1]}_nfe": means[1].loc[config, "nfe"],
             "lost": result.lost, "gained": result.gained, "sign_p": result.sign_p, "problems": result.problems,
         }
     return pd.DataFrame.from_dict(out, orient="index")
