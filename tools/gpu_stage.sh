@@ -2,8 +2,8 @@
 # One training stage of the bundled model on a lent GPU, measured before anyone decides to ship it.
 #
 # Why one script: a GPU is lent to some sessions only, for ~15 device minutes in all, and each call
-# costs a machine start. One call of the device tool runs this whole script: it continues the
-# bundled model on the hard mix (docs/TESTBED.md), packs the export, benches it and the bundled
+# costs a machine start. One call of the device tool runs this whole script: it continues INIT
+# (below) on the hard mix (docs/TESTBED.md), packs the export, benches it and the bundled
 # model on the same problems (dense and threshold 0.9: the split that decides a swap, BENCHMARKS.md
 # "Summary: the hard split"; tools/compare_models.py pairs the two by problem), runs the `gpu`
 # tests, and leaves at most 8 files in $OUT (the device tool's limit): export.tar, bench.tar,
