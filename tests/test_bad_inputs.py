@@ -235,6 +235,18 @@ class TestCLI:
         settings.write_text(json.dumps(saved))
         assert main([*argv, "--resume"]) == 0
 
+    def test_bench_resume_refuses_rows_of_other_data_files(self, tmp_path: Path, tiny_dir: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """GSM8K's and HumanEval's problem ids are positions in the --data file: another file's rows
+        carry the same ids, so bench (and calibrate, which reuses rows by id) keep the files."""
+        out = tmp_path / "rows.csv"
+        argv = ["bench", "--model", str(tiny_dir), "--n", "1", "--policies", "dense", "--out", str(out), *FAST]
+        assert main(argv) == 0
+        capsys.readouterr()
+        other = tmp_path / "gsm8k_other.jsonl"
+        other.write_text("")
+        one_line_error(capsys, main([*argv, "--data", str(other), "--resume"]), "other settings (data: null then")
+
     def test_bench_resumes_a_jsonl_file_with_its_types(self, tmp_path: Path, tiny_dir: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
         out = tmp_path / "rows.jsonl"

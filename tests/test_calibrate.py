@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from dllm_viz.calibrate import Choice, choose_point, grid_configs, parse_grid, w
 from dllm_viz.cli import main
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import AdaBlock, CoraPolicy, ThresholdPolicy
+from dllm_viz.tasks import dump_problems
 
 
 def test_fewest_nfe_within_tolerance_wins() -> None:
@@ -242,3 +244,57 @@ def test_dense_rows_of_other_settings_are_refused(case: str, needle: str, tmp_pa
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_a_bench_file_gives_dense_rows_to_both_slices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # item 5's bench runs dense on the problems a calibration slices: its rows are matched by problem
+    # id and given the slice that holds the problem; a problem the bench did not run is measured
+    bench_rows = tmp_path / "bench.csv"
+    assert main(["bench", "--model", "tiny", "--device", "cpu", "--tasks", "hard", "--gen-length", "64",
+                 "--n", "2", "--policies", "dense", "--out", str(bench_rows)]) == 0
+    capsys.readouterr()
+    rows = tmp_path / "cora.jsonl"
+    assert main([*BASE, "--policy", "cora", "--grid", "m=1", "--n", "1", "--check-n", "2", "--rows", str(rows),
+                 "--dense-rows", str(bench_rows), "--out", str(tmp_path / "cora.json")]) == 0
+    err = capsys.readouterr().err
+    assert "reusing 2 dense rows" in err
+    measured = [line.split()[:2] for line in err.splitlines() if line.startswith(("[calibration]", "[check]"))]
+    assert measured.count(["[check]", "dense"]) == 1 and ["[calibration]", "dense"] not in measured
+    benched = {row["problem_id"]: row for row in csv.DictReader(bench_rows.open())}
+    kept = [json.loads(line) for line in rows.read_text().splitlines()]
+    reused = [row for row in kept if row["config"] == "dense" and row["problem_id"] in benched]
+    # the bench's problems 0 and 1: 0 is the calibration slice, 1 the check slice's first (2 is measured)
+    assert [row["slice"] for row in reused] == ["calibration", "check"]
+    assert all(row["completion"] == benched[row["problem_id"]]["completion"] for row in reused)
+
+
+@pytest.mark.parametrize(("case", "needle"), [
+    ("another canvas", "its dense ran with other settings (decode:"),
+    ("another block", "its bench ran a dense of another block length"),
+    ("no dense", "its bench ran no dense"),
+    ("prompts", "with --prompts: a bench file keeps problem ids"),
+])
+def test_bench_files_of_other_settings_are_refused(case: str, needle: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bench_rows = tmp_path / "bench.csv"
+    assert main(["bench", "--model", "tiny", "--device", "cpu", "--tasks", "hard", "--gen-length", "64",
+                 "--n", "1", "--policies", "dense", "--out", str(bench_rows)]) == 0
+    capsys.readouterr()
+    if case == "no dense":  # a hand-edited settings file: bench always runs dense
+        settings = tmp_path / "bench.csv.settings.json"
+        saved = json.loads(settings.read_text())
+        settings.write_text(json.dumps({**saved, "configs": {}}))
+    extra = {"another canvas": ["--gen-length", "96"], "another block": ["--block-length", "16"],
+             "no dense": [], "prompts": ["--prompts", str(_prompt_file(tmp_path))]}[case]
+    argv = [*BASE, "--policy", "cora", "--grid", "m=1", "--n", "1", "--check-n", "1",
+            "--dense-rows", str(bench_rows), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+
+def _prompt_file(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    dump_problems(heldout_problems("hard", 2), path)
+    return path

@@ -17,6 +17,7 @@ from dllm_viz.cli.options import (
     check_options_apply,
     check_resume,
     check_scoring,
+    data_setting,
     decode_config,
     load_model,
     model_settings,
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         pipe.validate(config.gen_length)
     problems = problem_set(args, args.skip, args.n)
     check_scoring(args, problems)  # before --out is created and the model loaded
-    settings = {"command": "bench", **model_settings(args), "problems": [p.problem_id for p in problems],
+    settings = {"command": "bench", **model_settings(args), "data": data_setting(args),
+                "problems": [p.problem_id for p in problems],
                 "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume, columns=ROW_COLUMNS) if args.out is not None else None
     finished = typed_rows(pd.DataFrame(out.rows, columns=list(ROW_COLUMNS))) if out is not None and out.rows else None

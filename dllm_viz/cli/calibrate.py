@@ -22,6 +22,7 @@ from dllm_viz.cli.options import (
     check_options_apply,
     check_resume,
     check_scoring,
+    data_setting,
     decode_config,
     load_model,
     model_settings,
@@ -70,9 +71,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         flag="--rows")
     parser.add_argument("--dense-rows", type=Path, default=None,
                         help="reuse dense's rows from the --rows file of another calibrate run with the same model, "
-                             "prompts, slices and decode settings (only --policy, --grid and the knobs differ): "
-                             "dense is the same measurement for every policy, and on a long canvas it is most of a "
-                             "run's time; the rows reused are copied into --rows")
+                             "prompts, slices and decode settings (only --policy, --grid and the knobs differ), or "
+                             "from a `bench --out` file of the same model, decode settings and dense over generated "
+                             "--tasks (its rows of this run's two slices' problems): dense is the same measurement "
+                             "for every policy, and on a long canvas it is most of a run's time; the rows reused "
+                             "are copied into --rows")
     add_scoring_options(parser)
     add_model_options(parser)
     add_decode_options(parser, components=False)
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = {"command": "calibrate", **model_settings(args), "policy": args.policy, "grid": args.grid,
                 "tasks": None if args.prompts is not None else args.tasks,
-                "prompts": None if args.prompts is None else str(args.prompts), "n": args.n,
+                "prompts": None if args.prompts is None else str(args.prompts), "data": data_setting(args), "n": args.n,
                 "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
                 "options": {name: options[name] for name in passed_options(args)},
                 "dense": dense.to_dict()}
@@ -122,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if known:
         print(f"resuming {args.rows}: {len(known)} rows already measured", file=sys.stderr)
     if args.dense_rows is not None:
-        borrowed = _new_rows(_dense_rows(args.dense_rows, rows_file_settings), known)
+        slices = {"calibration": [p.problem_id for p in calibration], "check": [p.problem_id for p in check]}
+        borrowed = _new_rows(_dense_rows(args.dense_rows, rows_file_settings, slices), known)
         print(f"reusing {len(borrowed)} dense rows of {args.dense_rows}", file=sys.stderr)
         known += borrowed
         for row in borrowed if rows_file is not None else ():
@@ -194,27 +198,73 @@ def _finished(rows: list[dict]) -> dict:  # type: ignore[type-arg]
 POLICY_SETTINGS = frozenset({"policy", "grid", "options"})
 
 
-def _dense_rows(path: Path, settings: dict) -> list[dict]:  # type: ignore[type-arg]
-    """Dense's rows in the --rows file `path` of another calibration, refused unless its settings
-    are this run's apart from the policy, its grid and its knobs."""
+def _dense_rows(path: Path, settings: dict, slices: dict[str, list[str]]) -> list[dict]:  # type: ignore[type-arg]
+    """Dense's rows for this run's `slices` (name -> problem ids) in `path`: the --rows file of
+    another calibration, refused unless its settings are this run's apart from the policy, its
+    grid and its knobs; or a `bench --out` file, refused unless its model, decode settings, data
+    and dense configuration are this run's (its rows are matched by problem id and given the slice
+    that holds the problem, so the bench of item 5 feeds both slices of a calibration)."""
     from dllm_viz.bench import BASELINE
-    from dllm_viz.cli.results import as_saved, differing_settings, read_rows, read_settings, show_differences
+    from dllm_viz.cli.results import as_saved, read_settings
 
     if not path.is_file():
-        raise ValueError(f"--dense-rows {str(path)!r} is not a file; give the --rows file of another calibrate run")
+        raise ValueError(f"--dense-rows {str(path)!r} is not a file; give the --rows file of another calibrate run "
+                         "or a bench --out file")
     try:
         saved = read_settings(path)
     except ValueError as exc:
-        raise ValueError(f"cannot reuse --dense-rows: {exc}; give a --rows file calibrate wrote") from None
-    if saved.get("command") != "calibrate":
-        raise ValueError(f"--dense-rows {str(path)!r} was not written by calibrate --rows; give such a file")
+        raise ValueError(f"cannot reuse --dense-rows: {exc}; give a --rows file calibrate wrote or a bench --out "
+                         "file") from None
     mine = as_saved(settings)
-    differ = differing_settings(saved, mine, ignore=POLICY_SETTINGS)
+    if saved.get("command") == "calibrate":
+        _refuse_other(path, saved, mine, ignore=POLICY_SETTINGS)
+        return [row for row in _whole_rows(path, _row_file_columns()) if row.get("config") == BASELINE]
+    if saved.get("command") == "bench":
+        return _bench_dense_rows(path, saved, mine, slices)
+    raise ValueError(f"--dense-rows {str(path)!r} was not written by calibrate --rows or bench --out; give such a file")
+
+
+# What a bench --out file's settings share with a calibration's: the rest (its configurations, its
+# problems) is checked row by row.
+BENCH_SHARED = ("model", "model_weights", "decode", "data")
+
+
+def _bench_dense_rows(path: Path, saved: dict, mine: dict,  # type: ignore[type-arg]
+                      slices: dict[str, list[str]]) -> list[dict]:  # type: ignore[type-arg]
+    """Dense's rows of a bench --out file for the problems of `slices`, each with its slice."""
+    from dllm_viz.bench import BASELINE, ROW_COLUMNS
+
+    if mine.get("prompts") is not None:
+        raise ValueError(f"cannot reuse the bench rows of --dense-rows {str(path)!r} with --prompts: a bench file "
+                         "keeps problem ids, not prompts; reuse them with generated --tasks, or give the --rows "
+                         "file of another calibration")
+    _refuse_other(path, {k: saved[k] for k in BENCH_SHARED if k in saved}, {k: mine.get(k) for k in BENCH_SHARED})
+    dense = (saved.get("configs") or {}).get(BASELINE)
+    if dense != mine["dense"]:
+        ran = "no dense" if dense is None else "a dense of another block length or options"
+        raise ValueError(f"cannot reuse --dense-rows {str(path)!r}: its bench ran {ran}; give a bench file "
+                         "run with this calibration's --block-length and decode options")
+    slice_of = {problem: name for name, problems in slices.items() for problem in problems}
+    return [{"slice": slice_of[str(row["problem_id"])], **row} for row in _whole_rows(path, ROW_COLUMNS)
+            if row.get("config") == BASELINE and str(row.get("problem_id")) in slice_of]
+
+
+def _refuse_other(path: Path, saved: dict, mine: dict, ignore: frozenset[str] = frozenset()) -> None:  # type: ignore[type-arg]
+    """Refuse --dense-rows `path` when its settings differ from this run's outside `ignore`."""
+    from dllm_viz.cli.results import differing_settings, show_differences
+
+    differ = differing_settings(saved, mine, ignore=ignore)
     if differ:
         raise ValueError(f"cannot reuse --dense-rows {str(path)!r}: its dense ran with other settings "
                          f"({show_differences(saved, mine, differ)}); rerun with the same options as that run")
-    rows, _ = read_rows(path, _row_file_columns())  # a row the other run is still writing is left out
-    return [row for row in rows if row.get("config") == BASELINE]
+
+
+def _whole_rows(path: Path, columns: tuple[str, ...]) -> list[dict]:  # type: ignore[type-arg]
+    """The file's whole rows: a row its command is still writing is left out."""
+    from dllm_viz.cli.results import read_rows
+
+    rows, _ = read_rows(path, columns)
+    return rows
 
 
 def _new_rows(rows: list[dict], known: list[dict]) -> list[dict]:  # type: ignore[type-arg]

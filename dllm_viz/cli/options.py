@@ -85,6 +85,12 @@ def model_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"model": args.model, "model_weights": weights_fingerprint(args.model)}
 
 
+def data_setting(args: argparse.Namespace) -> list[str] | None:
+    """The --data files of a run as its results file keeps them: gsm8k's and humaneval's problem ids
+    are positions in the file, so rows of another file must not be taken for this one's."""
+    return None if args.data is None else [str(path) for path in args.data]
+
+
 def check_resume(args: argparse.Namespace, flag: str = "--out") -> None:
     """Refuse --resume without the results file it continues."""
     if args.resume and getattr(args, flag.removeprefix("--").replace("-", "_")) is None:
