@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Everything a swap of the bundled tiny model has to measure again, in one background run on a
+# 2-core CPU machine: put CANDIDATE's weights in dllm_viz/assets/tiny, retrain the TSPD controller
+# and the Learn2PD filter for them, re-measure issue #19's item 5, recalibrate AdaBlock's tau_D and
+# CORA's (delta_p, m), the easy split and ParallelBench's curves, and run the bundled model's tests.
+#
+# Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
+# are ~2 hours of two one-thread lanes that need nobody. Each step leaves a marker in RUN and is
+# skipped when its marker exists; a bench or calibration cut short continues from its rows
+# (--resume), so after an interruption the same command carries on. What stays by hand: merging
+# the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
+# docs/TESTBED.md, and the floors in tests/test_bundled_model.py when its tests fail (RUN/tests.log).
+#
+#   CANDIDATE=training/hard_export nohup bash tools/swap_model.sh > runs/swap.log 2>&1 &
+#   tail -f runs/swap/progress.log      # one line a step; the tables are in RUN/*.summary
+#
+# Nothing else should run beside it (two lanes use both cores; a third process slows every lane
+# and the wall-speedup columns measure the contention). Without CANDIDATE it measures the model
+# already bundled (e.g. to finish a run whose copy step is done). Knobs (environment): RUN (default
+# runs/swap), N_HARD problems per hard family (default 100: item 5's 200, and the calibrations'
+# 50 + 50 of each family), N_EASY (default 200), SKIP_CALIBRATE=1 to leave the calibrations out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RUN=${RUN:-runs/swap}; N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}
+export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+mkdir -p "$RUN"
+log() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$RUN/progress.log"; }
+# step <name> <command...>: run it unless RUN/<name>.done exists; output in RUN/<name>.log.
+step() {
+    local name=$1; shift
+    if [[ -f "$RUN/$name.done" ]]; then log "$name: done before, skipped"; return 0; fi
+    log "$name: start"
+    if "$@" > "$RUN/$name.log" 2>&1; then touch "$RUN/$name.done"; log "$name: done"
+    else log "$name: FAILED (exit $?, $RUN/$name.log)"; return 1; fi
+}
+
+if [[ -n "${CANDIDATE:-}" ]]; then
+    [[ -f "$CANDIDATE/model.safetensors" ]] || { log "CANDIDATE=$CANDIDATE holds no model.safetensors"; exit 2; }
+    # The card is merged by hand (its history and accuracy sections); the files outputs depend on are copied.
+    for file in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
+        cp "$CANDIDATE/$file" dllm_viz/assets/tiny/"$file"
+    done
+    log "copied $CANDIDATE's weights, config and tokenizer into dllm_viz/assets/tiny (MODEL_CARD.md by hand)"
+fi
+
+# controller <kind>: retrained by the recipe its shipped card records (prompts, canvas, block, epochs, rollouts).
+controller() {
+    local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe
+    recipe=$(python -c 'import json, sys; c = json.load(open(sys.argv[1])); k = c["config"]
+print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"])' "${weights%.safetensors}.json") || return 1
+    read -r n gen block epochs rollouts <<< "$recipe"
+    python -m dllm_viz train-controller --kind "$kind" --n "$n" --gen-length "$gen" --block-length "$block" \
+        --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1
+}
+step controller_tspd controller tspd &
+step controller_learn2pd controller learn2pd &
+wait
+
+# Item 5 (BENCHMARKS.md "Summary: the hard split", session 18's command), one family a lane.
+ITEM5=(--model tiny --gen-length 256 --block-length 32 --threads 1
+       --policies 'dense,threshold,cora,cora+kalman,threshold+kalman,tspd,tspd+kalman,adablock+threshold,threshold+dual'
+       --sweep 'threshold(threshold=0.5:0.99:6)')
+item5() {
+    local family=$1 resume=()
+    [[ -f "$RUN/item5_$family.csv" ]] && resume=(--resume)
+    python -m dllm_viz bench "${ITEM5[@]}" --tasks "hard/$family" --n "$N_HARD" --out "$RUN/item5_$family.csv" "${resume[@]}"
+}
+step item5_chain item5 chain &
+step item5_breadth item5 breadth &
+wait
+summarize_item5() {
+    [[ -f "$RUN/item5.csv" ]] || python tools/merge_bench.py "$RUN/item5_chain.csv" "$RUN/item5_breadth.csv" \
+        --out "$RUN/item5.csv" || return 1
+    python -m dllm_viz bench "${ITEM5[@]}" --tasks hard/chain,hard/breadth --n "$N_HARD" --out "$RUN/item5.csv" \
+        --resume --plot "$RUN/item5_frontier.html" > "$RUN/item5.summary"
+}
+[[ -f "$RUN/item5_chain.done" && -f "$RUN/item5_breadth.done" ]] && step item5_summary summarize_item5
+
+# The calibrations (docs/TESTBED.md, "Recalibrating a family default"): dense from item 5's rows,
+# so each measures its grid points only.
+calibrate() {
+    local policy=$1 grid=$2 name=$3 resume=() half=$((N_HARD / 2))
+    [[ -f "$RUN/${name}_rows.jsonl" ]] && resume=(--resume)
+    rm -f "$RUN/$name.json"  # written at the end only; a run cut short left none, a finished one is marked done
+    python -m dllm_viz calibrate --model tiny --policy "$policy" --grid "$grid" --tasks hard/chain,hard/breadth \
+        --n "$half" --check-n "$half" --gen-length 256 --block-length 32 --threads 1 --dense-rows "$RUN/item5.csv" \
+        --rows "$RUN/${name}_rows.jsonl" --out "$RUN/$name.json" "${resume[@]}"
+}
+if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_summary.done" ]]; then
+    step calibrate_cora calibrate cora 'delta_p=0.9,0.95,0.97;m=1,2' cora_calibration &
+    step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.3,0.5,0.7,0.9' \
+        adablock_calibration &
+    wait
+fi
+
+# The easy split at gen 128 (the >= 98% dense target, and the controllers on held-out arithmetic),
+# half the problems a lane.
+EASY=(--model tiny --tasks arith --gen-length 128 --block-length 32 --threads 1
+      --policies dense,threshold,tspd,learn2pd)
+easy() {
+    local skip=$1 resume=()
+    [[ -f "$RUN/easy_$skip.csv" ]] && resume=(--resume)
+    python -m dllm_viz bench "${EASY[@]}" --skip "$skip" --n $((N_EASY / 2)) --out "$RUN/easy_$skip.csv" "${resume[@]}"
+}
+step easy_0 easy 0 &
+step "easy_$((N_EASY / 2))" easy $((N_EASY / 2)) &
+wait
+summarize_easy() {
+    [[ -f "$RUN/easy.csv" ]] || python tools/merge_bench.py "$RUN/easy_0.csv" "$RUN/easy_$((N_EASY / 2)).csv" \
+        --out "$RUN/easy.csv" || return 1
+    python -m dllm_viz bench "${EASY[@]}" --n "$N_EASY" --out "$RUN/easy.csv" --resume > "$RUN/easy.summary"
+}
+[[ -f "$RUN/easy_0.done" && -f "$RUN/easy_$((N_EASY / 2)).done" ]] && step easy_summary summarize_easy
+
+# ParallelBench against its closed forms (BENCHMARKS.md), then the bundled model's own tests.
+curves() {
+    for op in copy replace_index shuffle; do
+        python -m dllm_viz.tasks.parallelbench_theory --op "$op" --n 5 --model tiny --problems 16 || return 1
+    done
+}
+step parallelbench curves
+step tests python -m pytest -q tests/test_bundled_model.py tests/test_controllers.py
+log "finished: tables in $RUN/*.summary, $RUN/*_calibration.log, $RUN/parallelbench.log, $RUN/tests.log"
