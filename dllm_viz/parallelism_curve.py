@@ -9,7 +9,7 @@ fixed_steps rule gets ceil(n / k) steps, so each pass commits about k items' wor
 the most confident first. Giving the length tells the model what the ideal model knows too; what is
 left to fail is committing items together. Why the tail is given, not left open: a canvas of the
 answer plus one open end-of-text is one the model never saw in training (rows carry at least 64
-positions), and on it the bundled model (step 27250) copied 0 of 8 lists even at one token a pass,
+positions), and on it the then-bundled model (step 27250) copied 0 of 8 lists even at one token a pass,
 against 8 of 8 with the tail given (session 18). Two approximations remain: a pass's tokens are the most
 confident ones, not whole items, and where k does not divide n the ceil(n / k) passes split the
 tokens evenly while the closed form reveals k items a step and the remainder last. The curve starts

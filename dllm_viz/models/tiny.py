@@ -14,14 +14,14 @@ if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only lo
     from transformers import LlamaConfig
 
 MASK_TOKEN = "[MASK]"
-# AdaBlock's tau_D, measured by CORA-Diff's protocol on the bundled step-27250 model (BENCHMARKS.md,
-# "Summary: the hard split", session 19): hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
-# problems 0-49 of each to calibrate: tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave 22 / 22 / 23 / 28 / 27%
-# at mean NFE 26.2 / 26.2 / 25.9 / 25.1 / 24.3 against dense's 40% at 256, so no point is within a
-# point of dense; the most accurate, 0.7, matched dense on the disjoint check (33% vs 33%). 0.9 stays:
-# it and 0.7 are one problem apart on the calibration slice (within noise), it has the fewest passes,
-# and it was the calibrated point on the step-24380 model (session 17: 42% vs dense 41%, check 39% vs
-# 37%). Low tau_D ends windows at newlines the model is unsure of, which costs passes and accuracy.
+# AdaBlock's tau_D, measured by CORA-Diff's protocol on the bundled step-34000 model (BENCHMARKS.md,
+# "Summary: the hard split", session 22): hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
+# problems 0-49 of each to calibrate: tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave 44 / 44 / 47 / 48 / 44%
+# at mean NFE 23.2 / 23.2 / 23.0 / 22.7 / 21.9 against dense's 56% at 256, so no point is within a
+# point of dense; the most accurate, 0.7, fell under dense on the disjoint check too (44% vs 47%).
+# 0.9 stays: 0.7's lead is 4 problems of 100, it has the fewest passes, and it was the calibrated or
+# kept point on the step-24380 and step-27250 models (sessions 17 and 19). Low tau_D ends windows at
+# newlines the model is unsure of, which costs passes and accuracy.
 ADABLOCK_TAU_D = 0.9
 
 
