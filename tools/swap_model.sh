@@ -14,6 +14,10 @@
 #   CANDIDATE=training/hard_export nohup bash tools/swap_model.sh > runs/swap.log 2>&1 &
 #   tail -f runs/swap/progress.log      # one line a step; the tables are in RUN/*.summary
 #
+# A dry run checks the plumbing in ~3 minutes without touching the shipped files (no CANDIDATE, the
+# controller steps marked done so the shipped controllers are not retrained, 2 problems a family):
+#   mkdir -p /tmp/dry && touch /tmp/dry/controller_{tspd,learn2pd}.done
+#   RUN=/tmp/dry N_HARD=2 N_EASY=2 bash tools/swap_model.sh
 # Nothing else should run beside it (two lanes use both cores; a third process slows every lane
 # and the wall-speedup columns measure the contention). Without CANDIDATE it measures the model
 # already bundled (e.g. to finish a run whose copy step is done). Knobs (environment): RUN (default
