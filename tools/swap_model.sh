@@ -38,6 +38,20 @@ step() {
     else log "$name: FAILED (exit $?, $RUN/$name.log)"; return 1; fi
 }
 
+# bench_into <out> <bench options...>: bench into <out>, continuing the rows a run cut short left there.
+bench_into() {
+    local out=$1 resume=(); shift
+    [[ -f "$out" ]] && resume=(--resume)
+    python -m dllm_viz bench "$@" --out "$out" "${resume[@]}"
+}
+# joined <name> <part> <part> <bench options of the whole run...>: the two halves merged into
+# RUN/<name>.csv (tools/merge_bench.py) and summarised from it into RUN/<name>.summary (no decoding).
+joined() {
+    local name=$1 first=$2 second=$3; shift 3
+    [[ -f "$RUN/$name.csv" ]] || python tools/merge_bench.py "$first" "$second" --out "$RUN/$name.csv" || return 1
+    python -m dllm_viz bench "$@" --out "$RUN/$name.csv" --resume > "$RUN/$name.summary"
+}
+
 if [[ -n "${CANDIDATE:-}" ]]; then
     [[ -f "$CANDIDATE/model.safetensors" ]] || { log "CANDIDATE=$CANDIDATE holds no model.safetensors"; exit 2; }
     # The card is merged by hand (its history and accuracy sections); the files outputs depend on are copied.
@@ -64,21 +78,12 @@ wait
 ITEM5=(--model tiny --gen-length 256 --block-length 32 --threads 1
        --policies 'dense,threshold,cora,cora+kalman,threshold+kalman,tspd,tspd+kalman,adablock+threshold,threshold+dual'
        --sweep 'threshold(threshold=0.5:0.99:6)')
-item5() {
-    local family=$1 resume=()
-    [[ -f "$RUN/item5_$family.csv" ]] && resume=(--resume)
-    python -m dllm_viz bench "${ITEM5[@]}" --tasks "hard/$family" --n "$N_HARD" --out "$RUN/item5_$family.csv" "${resume[@]}"
-}
-step item5_chain item5 chain &
-step item5_breadth item5 breadth &
+step item5_chain bench_into "$RUN/item5_chain.csv" "${ITEM5[@]}" --tasks hard/chain --n "$N_HARD" &
+step item5_breadth bench_into "$RUN/item5_breadth.csv" "${ITEM5[@]}" --tasks hard/breadth --n "$N_HARD" &
 wait
-summarize_item5() {
-    [[ -f "$RUN/item5.csv" ]] || python tools/merge_bench.py "$RUN/item5_chain.csv" "$RUN/item5_breadth.csv" \
-        --out "$RUN/item5.csv" || return 1
-    python -m dllm_viz bench "${ITEM5[@]}" --tasks hard/chain,hard/breadth --n "$N_HARD" --out "$RUN/item5.csv" \
-        --resume --plot "$RUN/item5_frontier.html" > "$RUN/item5.summary"
-}
-[[ -f "$RUN/item5_chain.done" && -f "$RUN/item5_breadth.done" ]] && step item5_summary summarize_item5
+[[ -f "$RUN/item5_chain.done" && -f "$RUN/item5_breadth.done" ]] && step item5_summary \
+    joined item5 "$RUN/item5_chain.csv" "$RUN/item5_breadth.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth \
+    --n "$N_HARD" --plot "$RUN/item5_frontier.html"
 
 # The calibrations (docs/TESTBED.md, "Recalibrating a family default"): dense from item 5's rows,
 # so each measures its grid points only.
@@ -101,20 +106,12 @@ fi
 # half the problems a lane.
 EASY=(--model tiny --tasks arith --gen-length 128 --block-length 32 --threads 1
       --policies dense,threshold,tspd,learn2pd)
-easy() {
-    local skip=$1 resume=()
-    [[ -f "$RUN/easy_$skip.csv" ]] && resume=(--resume)
-    python -m dllm_viz bench "${EASY[@]}" --skip "$skip" --n $((N_EASY / 2)) --out "$RUN/easy_$skip.csv" "${resume[@]}"
-}
-step easy_0 easy 0 &
-step "easy_$((N_EASY / 2))" easy $((N_EASY / 2)) &
+HALF=$((N_EASY / 2))
+step easy_0 bench_into "$RUN/easy_0.csv" "${EASY[@]}" --n "$HALF" &
+step "easy_$HALF" bench_into "$RUN/easy_$HALF.csv" "${EASY[@]}" --skip "$HALF" --n "$HALF" &
 wait
-summarize_easy() {
-    [[ -f "$RUN/easy.csv" ]] || python tools/merge_bench.py "$RUN/easy_0.csv" "$RUN/easy_$((N_EASY / 2)).csv" \
-        --out "$RUN/easy.csv" || return 1
-    python -m dllm_viz bench "${EASY[@]}" --n "$N_EASY" --out "$RUN/easy.csv" --resume > "$RUN/easy.summary"
-}
-[[ -f "$RUN/easy_0.done" && -f "$RUN/easy_$((N_EASY / 2)).done" ]] && step easy_summary summarize_easy
+[[ -f "$RUN/easy_0.done" && -f "$RUN/easy_$HALF.done" ]] && step easy_summary \
+    joined easy "$RUN/easy_0.csv" "$RUN/easy_$HALF.csv" "${EASY[@]}" --n "$N_EASY"
 
 # ParallelBench against its closed forms (BENCHMARKS.md), then the bundled model's own tests.
 curves() {
