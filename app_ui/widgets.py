@@ -22,8 +22,9 @@ from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.engine import check_geometry
 from dllm_viz.explain import cache_help, component_help, knob_help
 from dllm_viz.models import ModelAdapter
+from dllm_viz.models.families import calibrated_points
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
-from dllm_viz.policies.defaults import BIDIRECTIONAL, PolicyDefaults, policy_defaults
+from dllm_viz.policies.defaults import BIDIRECTIONAL, PolicyDefaults, calibrated_options, policy_defaults
 from dllm_viz.policies.knobs import Knob, knobs, parse_strings
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
@@ -47,11 +48,19 @@ class PolicySpec:
                                    refresh_every=self.refresh_every, **confine_weights(self.options))
 
 
+def _start(spec: Knob) -> Any:
+    """The value a widget starts at: a family-calibrated knob's published value (`model_defaults`
+    moves it to the loaded family's point), else the declared default."""
+    return spec.default if spec.published is None else spec.published
+
+
 def _is_slider(spec: Knob) -> bool:
-    """A required float whose range lies in [0, 1] and whose default sits on the slider's 0.01 grid."""
-    if spec.kind is not float or spec.optional or spec.range is None or not spec.range.is_unit:
+    """A float with a value (required, or family-calibrated) whose range lies in [0, 1] and whose
+    starting value sits on the slider's 0.01 grid."""
+    start = _start(spec)
+    if spec.kind is not float or start is None or spec.range is None or not spec.range.is_unit:
         return False
-    return abs(round(float(spec.default), 2) - float(spec.default)) < 1e-12
+    return abs(round(float(start), 2) - float(start)) < 1e-12
 
 
 def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], list[str]] | None = None,
@@ -75,13 +84,13 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
             extra["help"] += ". Trained here: " + ", ".join(known[:3])
         return box.text_input(label, value=str(spec.default), **extra)
     if _is_slider(spec):
-        return box.slider(label, 0.0, 1.0, float(spec.default), 0.01, **extra)
-    bounds = _bounds(spec)
+        return box.slider(label, 0.0, 1.0, float(_start(spec)), 0.01, **extra)
+    bounds, start = _bounds(spec), _start(spec)
     if spec.kind is float:
-        value = None if spec.default is None else float(spec.default)
+        value = None if start is None else float(start)
         return box.number_input(label, value=value, format="%.4g", placeholder="default", **bounds, **extra)
     if spec.kind is int:
-        value = None if spec.default is None else int(spec.default)
+        value = None if start is None else int(start)
         return box.number_input(label, value=value, step=1, placeholder="default", **bounds, **extra)
     raise TypeError(f"no widget for field {spec.name!r} of type {spec.kind!r}; add one to app_ui/widgets.py")
 
@@ -136,11 +145,16 @@ def model_defaults(prefix: str, adapter: ModelAdapter | None, default_rule: str)
 
     A block-causal model starts on block refinement over aligned blocks of its own length; a
     page's own default rule other than the bidirectional one (Compare's later slots) is kept.
+    Family-calibrated knobs (AdaBlock's tau_D, CORA's (delta_p, m)) start at the model family's
+    points, so the form shows the values the model decodes with.
     When the kind of model changes (tiny, then a block-diffusion checkpoint, or back), the form
     moves to the new defaults (a model that failed to load changes nothing); on the form's first
     run a shared link's values win.
     """
     chosen = policy_defaults(adapter.info.block_length if adapter is not None else None)
+    if adapter is not None:
+        points = calibrated_options(calibrated_points(adapter.info.family))
+        chosen = replace(chosen, options={**points, **chosen.options})
     if chosen.rule == BIDIRECTIONAL.rule or default_rule != BIDIRECTIONAL.rule:
         chosen = replace(chosen, rule=default_rule)
     marker, kind = f"_{prefix}policy_model", (chosen.rule, chosen.block, tuple(chosen.options.items()))

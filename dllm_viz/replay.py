@@ -71,6 +71,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "
                          "tokens, which a dense trace's statistics cannot stand in for; decode it for real "
                          "(the Verify button, or the Decode page)")
+    if dense.meta.model is not None:  # the family's calibrated points, as a decode with the model gets
+        pipeline = pipeline.resolve(dense.meta.model.family, dense.meta.model.delimiters)
     mask_id = dense.mask_token_id
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate

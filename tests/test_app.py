@@ -24,6 +24,7 @@ from app_ui.common import sample_prompts, share_query
 from app_ui.export import npz_bytes
 from dllm_viz.bench import SUMMARY_COLUMNS
 from dllm_viz.figures import output_text as figures_output_text
+from dllm_viz.models.families import calibrated_points
 from dllm_viz.policies import RULES
 from dllm_viz.trace import load_trace
 
@@ -257,7 +258,11 @@ def test_every_rule_gets_a_form_from_its_fields(dirs: dict[str, Path]) -> None:
         assert not at.exception, (rule, at.exception)
     at.session_state["rule"] = "cora"
     at.run()
-    assert at.slider(key="delta_p").value == 0.97 and at.number_input(key="m").value == 2
+    points = calibrated_points("tiny")  # family-calibrated knobs start at the loaded family's point
+    cora, tau = points.get("cora", {}), points["adablock"]["delimiter_threshold"]
+    assert at.slider(key="delta_p").value == cora.get("delta_p", 0.97)
+    assert at.number_input(key="m").value == cora.get("m", 2)
+    assert at.slider(key="delimiter_threshold").value == tau  # a slider, not an empty "default" box
 
 
 def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller_options: dict[str, str]) -> None:

@@ -62,6 +62,23 @@ def test_replay_records_the_rule_internals_and_which_dense_step_each_step_read(d
     assert trace.meta.label == "replay: cora+kalman"
 
 
+def test_replay_runs_a_family_calibrated_knob_at_the_dense_trace_models_point(
+        dense: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like a decode of that model: `cora` with no knobs at its family's (delta_p, m), not the
+    published ones, and the replayed trace says which."""
+    from dllm_viz.models import families
+
+    row = families.by_name("tiny")
+    assert row is not None
+    moved = replace(row, points={**row.points, "cora": {"delta_p": 0.012, "m": 1}})
+    monkeypatch.setattr(families, "FAMILIES", tuple(moved if f.name == "tiny" else f for f in families.FAMILIES))
+    unset = replay(dense, Pipeline.from_names("cora", "fixed"))
+    assert (unset.meta.pipeline["rule"]["delta_p"], unset.meta.pipeline["rule"]["m"]) == (0.012, 1)
+    stated = replay(dense, Pipeline.from_names("cora", "fixed", delta_p=0.012, m=1))
+    published = replay(dense, Pipeline.from_names("cora", "fixed", delta_p=0.97, m=2))
+    assert unset.nfe == stated.nfe < published.nfe
+
+
 def test_replays_that_commit_alike_share_a_signature_and_others_do_not(dense: Trace) -> None:
     def signature(threshold: float) -> bytes:
         return replay_signature(replay(dense, Pipeline.from_names("threshold", "fixed", None, threshold=threshold)))

@@ -8,6 +8,7 @@ Concurrency (saves racing for one name).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import shutil
@@ -246,6 +247,26 @@ class TestCLI:
         other = tmp_path / "gsm8k_other.jsonl"
         other.write_text("")
         one_line_error(capsys, main([*argv, "--data", str(other), "--resume"]), "other settings (data: null then")
+
+    def test_bench_resume_refuses_rows_decoded_at_another_family_point(self, tmp_path: Path, tiny_dir: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        """`cora` with no knobs runs at the model family's point; a recalibrated point (same model
+        files, new code) decodes other values, so the rows of the old point are not this run's."""
+        from dllm_viz.models import families
+
+        out = tmp_path / "rows.csv"
+        argv = ["bench", "--model", str(tiny_dir), "--n", "1", "--policies", "cora", "--out", str(out), *FAST]
+        assert main(argv) == 0
+        saved = json.loads(out.with_name(out.name + ".settings.json").read_text())
+        rule = saved["configs"]["cora"]["rule"]
+        tiny = families.calibrated_points("tiny").get("cora", {})
+        assert (rule["delta_p"], rule["m"]) == (tiny.get("delta_p", 0.97), tiny.get("m", 2))  # what it decoded
+        row = families.by_name("tiny")
+        moved = dataclasses.replace(row, points={**row.points, "cora": {"delta_p": 0.5, "m": 0}})
+        monkeypatch.setattr(families, "FAMILIES", tuple(moved if f.name == "tiny" else f for f in families.FAMILIES))
+        capsys.readouterr()
+        one_line_error(capsys, main([*argv, "--resume"]), "other settings (configs:")
 
     def test_bench_resumes_a_jsonl_file_with_its_types(self, tmp_path: Path, tiny_dir: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,12 @@ from safetensors.torch import load_file, save_file
 
 from dllm_viz.models import TINY_DIR, families, load
 from dllm_viz.models.families import FAMILIES, Family, SpecialTokens
+from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.adablock import AdaBlock
+from dllm_viz.policies.cora import CoraPolicy
+from dllm_viz.policies.knobs import knobs
+
+REGISTERED = {**RULES, **BLOCKS, **EXTRAPOLATORS, **STOPS}  # component name -> class
 
 SAMPLE_CONFIGS = {  # the smallest config.json each row must claim
     "tiny": json.loads((TINY_DIR / "config.json").read_text()),
@@ -34,7 +39,11 @@ def test_every_row_is_complete_and_its_class_is_maintained() -> None:
             if field.type.startswith("Callable"):
                 assert callable(value), (family.name, field.name)
         assert isinstance(getattr(transformers, family.transformers_class), type)
-        assert 0.0 <= family.adablock_tau_d <= 1.0
+        for component, values in family.points.items():  # every point names a family-calibrated knob, in range
+            specs = {spec.name: spec for spec in knobs(REGISTERED[component])}
+            for name, value in values.items():
+                assert specs[name].published is not None, (family.name, component, name)
+                specs[name].check(value)
         raw = SAMPLE_CONFIGS[family.name]
         tokens = family.special_tokens(raw)
         assert isinstance(tokens, SpecialTokens) and tokens.mask_token
@@ -52,9 +61,18 @@ def test_a_config_no_row_claims_is_left_to_remote_code() -> None:
     assert families.detect({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}, Path(".")) is None
 
 
-def test_adablock_reads_the_family_defaults_from_the_table() -> None:
+def test_family_calibrated_knobs_read_the_table_and_the_user_wins() -> None:
+    pipeline = Pipeline(rule=CoraPolicy(), block=AdaBlock())
     for family in FAMILIES:
-        assert AdaBlock().resolve(family.name, ("\n",)).delimiter_threshold == family.adablock_tau_d
+        resolved = pipeline.resolve(family.name, ("\n",))
+        cora, tau = family.points.get("cora", {}), family.points.get("adablock", {}).get("delimiter_threshold")
+        assert resolved.block.delimiter_threshold == (0.3 if tau is None else tau)  # else the published value
+        assert (resolved.rule.delta_p, resolved.rule.m) == (cora.get("delta_p", 0.97), cora.get("m", 2))
+    chosen = Pipeline(rule=CoraPolicy(delta_p=0.5), block=AdaBlock(delimiter_threshold=0.1)).resolve("tiny", ("\n",))
+    assert (chosen.rule.delta_p, chosen.block.delimiter_threshold) == (0.5, 0.1)
+    assert chosen.rule.m == families.calibrated_points("tiny").get("cora", {}).get("m", 2)
+    unknown = pipeline.resolve("remote-code-model", ("\n",))  # no row: the published points
+    assert (unknown.rule.delta_p, unknown.rule.m, unknown.block.delimiter_threshold) == (0.97, 2, 0.3)
 
 
 def _fake_checkpoint(directory: Path) -> Path:
@@ -73,7 +91,7 @@ def test_a_new_family_is_one_row(tmp_path, monkeypatch) -> None:
     assert tiny_row is not None
     fake = dataclasses.replace(
         tiny_row, name="fake", detect=lambda raw, path: raw.get("dllm_viz", {}).get("family") == "fake",
-        rename=lambda key: key.removeprefix("fake."), adablock_tau_d=0.42)
+        rename=lambda key: key.removeprefix("fake."), points={"adablock": {"delimiter_threshold": 0.42}})
     directory = _fake_checkpoint(tmp_path / "fake")
     with pytest.raises(ValueError, match="does not support natively"):
         load(str(directory), device="cpu")  # the unchanged table does not know it
@@ -85,4 +103,4 @@ def test_a_new_family_is_one_row(tmp_path, monkeypatch) -> None:
     tokens = reference.tokenizer("1+2=", return_tensors="pt")["input_ids"][0]
     canvas = torch.cat([tokens, torch.full((4,), reference.info.mask_token_id)])
     assert torch.equal(adapter.logits(canvas), reference.logits(canvas))
-    assert AdaBlock().resolve("fake", ("\n",)).delimiter_threshold == 0.42
+    assert Pipeline(block=AdaBlock()).resolve("fake", ("\n",)).block.delimiter_threshold == 0.42

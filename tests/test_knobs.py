@@ -8,7 +8,7 @@ import pytest
 
 from dllm_viz.cli.options import policy_fields
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
-from dllm_viz.policies.knobs import Range, knobs, parse_knob
+from dllm_viz.policies.knobs import Range, fill_points, knob, knobs, parse_knob, point
 
 COMPONENTS = [cls for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS) for cls in registry.values()]
 RANGED = [(cls, spec) for cls in COMPONENTS for spec in knobs(cls) if spec.range is not None]
@@ -55,3 +55,19 @@ def test_a_wrong_type_or_choice_names_the_field() -> None:
         RULES["fixed_steps"](remasking="sideways")
     assert parse_knob(BLOCKS["adablock"], "delimiters", r"\n,.") == ("\n", ".")
     assert parse_knob(RULES["cora"], "steps", "none") is None
+
+
+def test_a_family_calibrated_knob_defaults_to_none_and_fills_from_points_else_its_published_value() -> None:
+    calibrated = {(cls.name, spec.name): spec.published for cls in COMPONENTS for spec in knobs(cls)
+                  if spec.published is not None}
+    assert calibrated == {("cora", "delta_p"): 0.97, ("cora", "m"): 2, ("adablock", "delimiter_threshold"): 0.3}
+    cora = RULES["cora"]()
+    assert (cora.delta_p, cora.m) == (None, None)  # None = the model family's point
+    assert (point(cora, "delta_p"), point(cora, "m")) == (0.97, 2)  # stepped without a model: published
+    filled = fill_points(RULES["cora"](delta_p=0.5), {"delta_p": 0.8, "m": 1})
+    assert (filled.delta_p, filled.m) == (0.5, 1)  # the user's value wins over the family's point
+    assert fill_points(cora, {}) == RULES["cora"](delta_p=0.97, m=2)
+    spec = next(s for s in knobs(RULES["cora"]) if s.name == "delta_p")
+    assert "the model family's calibrated point, else 0.97" in spec.describe()
+    with pytest.raises(ValueError, match="defaults to None"):
+        knob(0.5, "a point with a default of its own", published=0.3)

@@ -10,8 +10,8 @@ import pytest
 from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.models.families import calibrated_points
 from dllm_viz.policies import RULES, Pipeline
-from dllm_viz.policies.adablock import DELIMITER_THRESHOLDS
 from dllm_viz.trace import load_trace
 
 COMPOSITIONS = [(rule, "fixed", None, None) for rule in sorted(RULES)] + [
@@ -37,10 +37,11 @@ def test_composition_decodes_and_round_trips(tiny_adapter, tmp_path: Path, rule:
     assert sorted(loaded.extras) == sorted(trace.extras)
     for name, values in trace.extras.items():
         np.testing.assert_array_equal(loaded.extras[name], values)
-    assert Pipeline.from_dict(loaded.meta.pipeline).rule == pipeline.rule
+    resolved_pipeline = pipeline.resolve(tiny_adapter.info.family, tiny_adapter.info.delimiters)
+    assert Pipeline.from_dict(loaded.meta.pipeline).rule == resolved_pipeline.rule  # with the family's points
     if block == "adablock":
         resolved = loaded.meta.pipeline["block"]["delimiter_threshold"]
-        assert resolved == DELIMITER_THRESHOLDS["tiny"]  # the family default was resolved
+        assert resolved == calibrated_points("tiny")["adablock"]["delimiter_threshold"]  # the family's point
 
 
 def test_cli_accepts_a_full_composition(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +61,8 @@ def test_labels_show_delimiters_as_text_not_python_reprs() -> None:
     from dllm_viz.policies import Pipeline
 
     pipe = Pipeline.from_names("cora", block="adablock", extrapolate="kalman").resolve("tiny", ("\n", "."))
-    assert pipe.label == "adablock32(0.9,⏎|.)+cora0.97+kalman0.9"
+    cora = calibrated_points("tiny").get("cora", {})  # resolved: the label shows the points decoded with
+    assert pipe.label == f"adablock32(0.9,⏎|.)+cora{cora.get('delta_p', 0.97)}({cora.get('m', 2)})+kalman0.9"
     assert Pipeline.from_names("tspd").label == "fixed32+tspd:bundled"  # not "tspdbundled"
     assert Pipeline.from_names("learn2pd", filter_weights="/x/my_filter.safetensors").label == (
         "fixed32+learn2pd:my_filter")

@@ -22,6 +22,7 @@ from dllm_viz.cli.options import (
     load_model,
     model_settings,
     policy_fields,
+    recorded_pipeline,
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
@@ -95,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     check_scoring(args, problems)  # before --out is created and the model loaded
     settings = {"command": "bench", **model_settings(args), "data": data_setting(args),
                 "problems": [p.problem_id for p in problems],
-                "configs": {label: pipe.to_dict() for label, pipe in configs.items()}, "decode": config.to_dict()}
+                "configs": {label: recorded_pipeline(pipe, args) for label, pipe in configs.items()},
+                "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume, columns=ROW_COLUMNS) if args.out is not None else None
     finished = typed_rows(pd.DataFrame(out.rows, columns=list(ROW_COLUMNS))) if out is not None and out.rows else None
     total = len(problems) * len(configs)

@@ -20,6 +20,7 @@ from dllm_viz.cli.options import (
     load_model,
     model_settings,
     pipeline,
+    recorded_pipeline,
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     check_scoring(args, problems)  # before --out is created and the model loaded
     task = ",".join(sorted({p.task for p in problems}))  # what was scored, not the --task default
     settings = {"command": "eval", **model_settings(args), "task": task, "prompts": args.prompts, "data": args.data,
-                "n": args.n, "skip": args.skip, "pipeline": pipe.to_dict(), "decode": config.to_dict()}
+                "n": args.n, "skip": args.skip, "pipeline": recorded_pipeline(pipe, args), "decode": config.to_dict()}
     out = ResultsFile(args.out, settings, resume=args.resume) if args.out is not None else None
     finished = {str(row.get("problem_id")) for row in out.rows} if out is not None else set()
     todo = [p for p in problems if p.problem_id not in finished]

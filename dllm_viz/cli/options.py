@@ -85,6 +85,16 @@ def model_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"model": args.model, "model_weights": weights_fingerprint(args.model)}
 
 
+def recorded_pipeline(pipe: Pipeline, args: argparse.Namespace) -> dict[str, Any]:
+    """A configuration as a results file's settings keep it: with the family-calibrated knobs
+    left unset filled for --model's family (read from its config.json, before any load), so a
+    file says the values its rows were decoded with, and --resume refuses rows decoded at another
+    family point (a recalibrated default) as other settings."""
+    from dllm_viz.models import family_of
+
+    return pipe.calibrated(family_of(args.model)).to_dict()
+
+
 def data_setting(args: argparse.Namespace) -> list[str] | None:
     """The --data files of a run as its results file keeps them: gsm8k's and humaneval's problem ids
     are positions in the file, so rows of another file must not be taken for this one's."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # Settings keys newer than some results files (see _check_settings).
-ADDED_LATER = frozenset({"model_weights", "data"})
+ADDED_LATER = frozenset({"model_weights", "data", "points"})
 
 
 class ResultsFile:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
-from dllm_viz.models.loading import TINY_DIR, block_length_of, load, resolve_device, resolve_dtype
+from dllm_viz.models.loading import TINY_DIR, block_length_of, family_of, load, resolve_device, resolve_dtype
 
 __all__ = [
     "TINY_DIR",
@@ -11,6 +11,7 @@ __all__ = [
     "ModelAdapter",
     "ModelLoadError",
     "block_length_of",
+    "family_of",
     "load",
     "resolve_device",
     "resolve_dtype",

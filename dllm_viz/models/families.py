@@ -1,9 +1,9 @@
 """The model-family table: every fact `load` needs about a natively supported family, in one row.
 
 A family is one module (its config mapping, weight renames and token names: llada.py, dream.py,
-tiny.py) plus one `Family` row in `FAMILIES`; `load` and AdaBlock's family defaults read only
-this table, so a new family touches neither (docs/DESIGN.md §3). Rows are tried in table order
-and the first whose `detect` accepts a config.json wins: the bundled tiny model first (its
+tiny.py) plus one `Family` row in `FAMILIES`; `load` and the policies' family-calibrated knobs
+(`Pipeline.resolve`) read only this table, so a new family touches neither (docs/DESIGN.md §3).
+Rows are tried in table order and the first whose `detect` accepts a config.json wins: the bundled tiny model first (its
 config is a plain Llama config with a `dllm_viz` section), then LLaDA, then Dream.
 Block-diffusion layouts are refused before the table is consulted (loading.py) and anything the
 table does not claim needs the explicit remote-code opt-in.
@@ -52,8 +52,9 @@ class Family:
         delimiters: config.json dict -> the strings that end a semantic step.
         prompt_template: config.json dict -> the adapter's prompt template, or None for the
             tokenizer's chat template.
-        adablock_tau_d: AdaBlock's delimiter-confidence threshold for this family
-            (docs/ALGORITHMS.md §5.3).
+        points: the family's calibrated operating points: component name -> knob -> value, for
+            knobs declared family-calibrated (`knob(..., published=...)`: AdaBlock's tau_D,
+            CORA's (delta_p, m)); a knob the family leaves out runs at its published value.
     """
 
     name: str
@@ -65,7 +66,7 @@ class Family:
     shift_logits: bool
     delimiters: Callable[[dict[str, Any]], tuple[str, ...]]
     prompt_template: Callable[[dict[str, Any]], str | None]
-    adablock_tau_d: float
+    points: Mapping[str, Mapping[str, Any]]
 
 
 def stated_special_ids(raw: dict[str, Any]) -> dict[str, Any]:
@@ -84,21 +85,24 @@ def chat_template(raw: dict[str, Any]) -> str | None:
 
 
 # tau_D (docs/ALGORITHMS.md §5.3): LLaDA, trained from scratch, has a calmer volatility band than
-# AR-initialised Dream. The tiny model's value is calibrated in tiny.py.
+# AR-initialised Dream. CORA's release point (delta_p 0.97, m 2) was validated on LLaDA and Dream,
+# so they state none of their own. The tiny model's points are calibrated in tiny.py.
 FAMILIES: tuple[Family, ...] = (
     Family(name="tiny", detect=tiny.is_tiny_config, transformers_class="LlamaForCausalLM",
            config=tiny.llama_config, rename=tiny.rename_key,
            special_tokens=lambda raw: SpecialTokens(tiny.stated_ids(raw), tiny.MASK_TOKEN, None),
            shift_logits=False, delimiters=tiny.delimiters, prompt_template=tiny.prompt_template,
-           adablock_tau_d=tiny.ADABLOCK_TAU_D),
+           points=tiny.CALIBRATED_POINTS),
     Family(name="llada", detect=lambda raw, path: llada.is_llada_config(raw), transformers_class="LlamaForCausalLM",
            config=llada.llama_config, rename=llada.rename_key,
            special_tokens=lambda raw: SpecialTokens(stated_special_ids(raw), llada.MASK_TOKEN, llada.EOT_TOKEN),
-           shift_logits=False, delimiters=newline, prompt_template=chat_template, adablock_tau_d=0.3),
+           shift_logits=False, delimiters=newline, prompt_template=chat_template,
+           points={"adablock": {"delimiter_threshold": 0.3}}),
     Family(name="dream", detect=lambda raw, path: dream.is_dream_config(raw), transformers_class="Qwen2ForCausalLM",
            config=dream.qwen2_config, rename=dream.rename_key,
            special_tokens=lambda raw: SpecialTokens(stated_special_ids(raw), dream.MASK_TOKEN, dream.EOT_TOKEN),
-           shift_logits=True, delimiters=newline, prompt_template=chat_template, adablock_tau_d=0.5),
+           shift_logits=True, delimiters=newline, prompt_template=chat_template,
+           points={"adablock": {"delimiter_threshold": 0.5}}),
 )
 
 
@@ -113,3 +117,10 @@ def detect(raw: dict[str, Any], directory: Path) -> Family | None:
 def by_name(name: str) -> Family | None:
     """The row of a family name (AdapterInfo.family), or None for remote-code and unknown models."""
     return next((family for family in FAMILIES if family.name == name), None)
+
+
+def calibrated_points(name: str) -> Mapping[str, Mapping[str, Any]]:
+    """A family's calibrated points by component name ({} for remote-code and unknown models,
+    whose family-calibrated knobs run at their published values)."""
+    row = by_name(name)
+    return {} if row is None else row.points

@@ -133,12 +133,36 @@ def block_length_of(name_or_path: str) -> int | None:
     be read now (a missing path, a hub id not in the local cache): `load` reports those, after
     the caller's own checks."""
     try:
-        config = _cached_hub_config(name_or_path)
-        raw = _read_config(_local_directory(name_or_path)) if config is None else json.loads(config.read_text())
+        raw, _ = _peek_config(name_or_path)
         spec = block_diffusion.detect(raw)
     except (ModelLoadError, OSError, ValueError):
         return None
     return None if spec is None else spec.block_length
+
+
+def family_of(name_or_path: str) -> str | None:
+    """The model-family table's name for a checkpoint (AdapterInfo.family of the adapter `load`
+    would build), read from its config.json alone like `block_length_of`; None for a
+    block-diffusion or remote-code model (no row, so its family-calibrated knobs run at their
+    published values) and for anything that cannot be read now."""
+    try:
+        raw, directory = _peek_config(name_or_path)
+        if block_diffusion.detect(raw) is not None:
+            return None
+        row = families.detect(raw, directory)
+    except (ModelLoadError, OSError, ValueError):
+        return None
+    return None if row is None else row.name
+
+
+def _peek_config(name_or_path: str) -> tuple[dict[str, Any], Path]:
+    """A checkpoint's config.json and its directory, from a local path or the hub cache (never
+    downloaded: ModelLoadError when it is not there)."""
+    config = _cached_hub_config(name_or_path)
+    if config is None:
+        directory = _local_directory(name_or_path)
+        return _read_config(directory), directory
+    return json.loads(config.read_text()), config.parent
 
 
 def _cached_hub_config(name_or_path: str) -> Path | None:

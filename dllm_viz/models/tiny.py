@@ -23,6 +23,8 @@ MASK_TOKEN = "[MASK]"
 # kept point on the step-24380 and step-27250 models (sessions 17 and 19). Low tau_D ends windows at
 # newlines the model is unsure of, which costs passes and accuracy.
 ADABLOCK_TAU_D = 0.9
+# The family-calibrated knobs' values for this family (dllm_viz/models/families.py, `points`).
+CALIBRATED_POINTS: dict[str, dict[str, Any]] = {"adablock": {"delimiter_threshold": ADABLOCK_TAU_D}}
 
 
 def is_tiny_config(raw: dict[str, Any], directory: Path) -> bool:

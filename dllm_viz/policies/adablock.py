@@ -17,11 +17,7 @@ import numpy as np
 
 from dllm_viz.policies.base import BlockSizer, StepView
 from dllm_viz.policies.extras import DELIMITER_CONFIDENCE, VOLATILITY_REGION
-from dllm_viz.policies.knobs import check_knobs, knob
-
-# tau_D when the model's family states none (remote code): LLaDA's value, the paper's main model.
-# The per-family defaults are the model-family table's (dllm_viz/models/families.py).
-FALLBACK_DELIMITER_THRESHOLD = 0.3
+from dllm_viz.policies.knobs import check_knobs, knob, point
 
 PLATEAU, BAND, FLOOR = 0.0, 1.0, 2.0
 
@@ -39,7 +35,8 @@ class AdaBlock(BlockSizer):
     name: ClassVar[str] = "adablock"
     reads_pass: ClassVar[bool] = True
     init_block_length: int = knob(32, "AdaBlock fallback block size B0", within=">= 1")
-    delimiter_threshold: float | None = knob(None, "AdaBlock tau_D; None = the model family's default", within="[0, 1]")
+    # Published: LLaDA's value, the paper's main model; each family's is in the model-family table.
+    delimiter_threshold: float | None = knob(None, "AdaBlock tau_D", within="[0, 1]", published=0.3)
     lookahead_fraction: float = knob(0.25, "AdaBlock look-ahead window as a fraction of gen_length", within="(0, 1]")
     delimiters: tuple[str, ...] | None = knob(None, "delimiter strings; None = the model's (newline)")
     floor_confidence: float = knob(0.1, "confidence below which a masked position is in the low floor", within="[0, 1]")
@@ -48,16 +45,9 @@ class AdaBlock(BlockSizer):
         check_knobs(self)
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> AdaBlock:
-        """Fill the family's tau_D and the model's delimiters where left unset."""
-        tau = self.delimiter_threshold
-        if tau is None:
-            # Imported here, not at module level: the family table imports the model adapters
-            # (torch), and policies stay torch-free until a decode, which has a model loaded.
-            from dllm_viz.models.families import by_name
-
-            row = by_name(family)
-            tau = FALLBACK_DELIMITER_THRESHOLD if row is None else row.adablock_tau_d
-        return replace(self, delimiter_threshold=tau, delimiters=self.delimiters or delimiters)
+        """Fill the model's delimiters where left unset (tau_D is filled with every family-calibrated
+        knob, by `Pipeline.resolve`)."""
+        return replace(self, delimiters=self.delimiters or delimiters)
 
     def validate(self, gen_length: int) -> None:
         """Any gen_length works: windows adapt and the last one is clipped."""
@@ -75,23 +65,12 @@ class AdaBlock(BlockSizer):
         if found.size == 0:
             return fallback, {DELIMITER_CONFIDENCE: extras}
         best = int(found[np.argmax(view.confidence[found])])  # first of equal maxima
-        tau = FALLBACK_DELIMITER_THRESHOLD if self.delimiter_threshold is None else self.delimiter_threshold
-        end = best + 1 if view.confidence[best] >= tau else fallback
+        end = best + 1 if view.confidence[best] >= point(self, "delimiter_threshold") else fallback
         return end, {DELIMITER_CONFIDENCE: extras}
 
     def observe(self, view: StepView) -> dict[str, np.ndarray]:
         """Volatility-band classification of every position at this step (docs/ALGORITHMS.md §5.1)."""
         return {VOLATILITY_REGION: volatility_region(view, self.floor_confidence)}
-
-
-def __getattr__(name: str) -> dict[str, float]:
-    """`DELIMITER_THRESHOLDS`: the family table's tau_D by family name, built on first use (the
-    table imports torch; see `AdaBlock.resolve`)."""
-    if name == "DELIMITER_THRESHOLDS":
-        from dllm_viz.models.families import FAMILIES
-
-        return {family.name: family.adablock_tau_d for family in FAMILIES}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def volatility_region(view: StepView, floor_confidence: float) -> np.ndarray:

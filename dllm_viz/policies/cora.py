@@ -17,7 +17,7 @@ import numpy as np
 
 from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.extras import PERSISTENCE
-from dllm_viz.policies.knobs import check_knobs, knob
+from dllm_viz.policies.knobs import check_knobs, knob, point
 from dllm_viz.policies.schedule import EvenBlockSteps, quota, steps_knob
 
 
@@ -39,12 +39,13 @@ class CoraPolicy(EvenBlockSteps, CommitRule):
     Paper: "CORA-Diff: Confidence-Oriented Residual Acceptance", arXiv 2608.11235.
     Unlike `threshold`, a confident position must also have been stable, and the LLaDA
     quota still guarantees a fixed minimum of progress.
-    Defaults: the release's best validated point (delta_p 0.97, m 2, S = gen_length).
+    Defaults: the model family's calibrated (delta_p, m) (dllm_viz/models/families.py), else the
+    release's best validated point (delta_p 0.97, m 2); S = gen_length.
     """
 
     name: ClassVar[str] = "cora"
-    delta_p: float = knob(0.97, "CORA confidence bar delta_p", within="(0, 1]")
-    m: int = knob(2, "CORA persistence passes required", within=">= 0")
+    delta_p: float | None = knob(None, "CORA confidence bar delta_p", within="(0, 1]", published=0.97)
+    m: int | None = knob(None, "CORA persistence passes required", within=">= 0", published=2)
     steps: int | None = steps_knob()
 
     def __post_init__(self) -> None:
@@ -59,7 +60,7 @@ class CoraPolicy(EvenBlockSteps, CommitRule):
         counts = np.zeros_like(state.persistence) if view.step_in_window == 0 else state.persistence
         same = open_ & (view.candidate == state.previous)
         counts = np.where(same, counts + 1, 0)
-        accepted = open_ & (view.confidence >= self.delta_p) & (counts >= self.m)
+        accepted = open_ & (view.confidence >= point(self, "delta_p")) & (counts >= point(self, "m"))
         n = quota(view, self.steps)
         remaining = max(0, (int(open_.sum()) if n is None else n) - int(accepted.sum()))
         filled = top_k_mask(view.confidence, open_ & ~accepted, remaining)

@@ -9,8 +9,12 @@ nothing about models beyond the block length it is given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from dllm_viz.policies.knobs import knobs
+from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 
 
 @dataclass(frozen=True)
@@ -40,3 +44,17 @@ def policy_defaults(block_causal_length: int | None) -> PolicyDefaults:
         return BIDIRECTIONAL
     return PolicyDefaults(rule="block_refinement", block="aligned", options={"block_length": int(block_causal_length)},
                           stop="eos_first")
+
+
+def calibrated_options(points: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every family-calibrated knob of every registered component, by field name: the family's
+    point from `points` (a model-family table row's, by component name), else the knob's
+    published value. What a form starts its knobs at for a loaded model, so that the values shown
+    are the ones it decodes with."""
+    out: dict[str, Any] = {}
+    for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS):
+        for name, cls in registry.items():
+            for spec in knobs(cls):
+                if spec.published is not None:
+                    out[spec.name] = points.get(name, {}).get(spec.name, spec.published)
+    return out

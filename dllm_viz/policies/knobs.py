@@ -11,7 +11,8 @@ from __future__ import annotations
 import codecs
 import re
 import typing
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
 from typing import Any, Literal
 
@@ -59,11 +60,19 @@ class Range:
         return self.low is not None and self.high is not None and self.low >= 0.0 and self.high <= 1.0
 
 
-def knob(default: Any, help: str, *, within: str | None = None) -> Any:
-    """A dataclass field declaring a knob: its default, help text and allowed range (see Range)."""
+def knob(default: Any, help: str, *, within: str | None = None, published: Any = None) -> Any:
+    """A dataclass field declaring a knob: its default, help text and allowed range (see Range).
+
+    `published` declares a family-calibrated knob: its default is None, meaning "the loaded model
+    family's calibrated point" (the model-family table's `points`, filled by `fill_points` when a
+    pipeline is resolved for a model), and `published` is the paper's value, used where the
+    family states none.
+    """
     if within is not None:
         Range.parse(within)  # a typo in a declaration fails at import, not at first use
-    return field(default=default, metadata={"help": help, "within": within})
+    if published is not None and default is not None:
+        raise ValueError(f"a family-calibrated knob ({help!r}) defaults to None, got {default!r}")
+    return field(default=default, metadata={"help": help, "within": within, "published": published})
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class Knob:
         default: the declared default.
         help: what it does.
         range: allowed numeric values, or None for any.
+        published: for a family-calibrated knob (default None = the model family's point), the
+            paper's value, used for families that state no point of their own; else None.
     """
 
     name: str
@@ -87,10 +98,13 @@ class Knob:
     default: Any
     help: str
     range: Range | None
+    published: Any = None
 
     def describe(self) -> str:
         """Help text with the range and the default, for --help and widget tooltips."""
         where = f", {self.range.describe()}" if self.range is not None else ""
+        if self.published is not None:
+            return f"{self.help}{where} (default: the model family's calibrated point, else {self.published!r})"
         return f"{self.help}{where} (default {self.default!r})"
 
     def check(self, value: Any) -> None:
@@ -151,8 +165,27 @@ def knobs(cls: type) -> tuple[Knob, ...]:
         kind, choices, optional = field_kind(hints[f.name])
         within = f.metadata.get("within")
         out.append(Knob(f.name, kind, choices, optional, None if f.default is MISSING else f.default,
-                        str(f.metadata.get("help", f.name)), None if within is None else Range.parse(within)))
+                        str(f.metadata.get("help", f.name)), None if within is None else Range.parse(within),
+                        f.metadata.get("published")))
     return tuple(out)
+
+
+def fill_points(component: Any, points: Mapping[str, Any]) -> Any:
+    """`component` with each family-calibrated knob left None set: from `points` (a model family's
+    calibrated values by field name), else to the knob's published value. Other knobs, and
+    family-calibrated ones the user set, are kept."""
+    unset = {spec.name: points.get(spec.name, spec.published) for spec in knobs(type(component))
+             if spec.published is not None and getattr(component, spec.name) is None}
+    return replace(component, **unset) if unset else component
+
+
+def point(component: Any, name: str) -> Any:
+    """Knob `name` of `component`, its published value while it is left to the family (a component
+    used without a model, e.g. stepped by hand in a test)."""
+    value = getattr(component, name)
+    if value is not None:
+        return value
+    return next(spec.published for spec in knobs(type(component)) if spec.name == name)
 
 
 def check_knobs(component: Any) -> None:

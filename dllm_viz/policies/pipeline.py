@@ -22,6 +22,7 @@ from dllm_viz.policies.base import (
 )
 from dllm_viz.policies.blocks import FixedBlocks
 from dllm_viz.policies.fixed_steps import FixedStepsPolicy
+from dllm_viz.policies.knobs import fill_points
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.policies.threshold import ThresholdPolicy
 
@@ -64,8 +65,24 @@ class Pipeline:
         self.rule.validate_blocks(gen_length, self.block.block_length)
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> Pipeline:
-        """Fill model-family defaults (e.g. AdaBlock's tau_D and delimiters) left unset."""
-        return replace(self, block=self.block.resolve(family, delimiters))
+        """Fill model-family defaults left unset: the family-calibrated knobs (`calibrated`) and
+        the block sizer's delimiters from the model's."""
+        calibrated = self.calibrated(family)
+        return replace(calibrated, block=calibrated.block.resolve(family, delimiters))
+
+    def calibrated(self, family: str | None) -> Pipeline:
+        """Every family-calibrated knob left unset (AdaBlock's tau_D, CORA's (delta_p, m)) filled
+        from `family`'s points in the model-family table, else with its published value (a family
+        without a row, or None: remote code, block diffusion). The values a decode of that
+        family's model runs with, which is what a results file records (cli/options.py)."""
+        # Imported here, not at module level: the family table imports the model adapters (torch),
+        # and policies stay torch-free until a decode, which has a model loaded.
+        from dllm_viz.models.families import calibrated_points
+
+        points = {} if family is None else calibrated_points(family)
+        parts = {name: fill_points(getattr(self, name), points.get(getattr(self, name).name, {}))
+                 for name, _, _ in _PARTS if getattr(self, name) is not None}
+        return replace(self, **parts)
 
     @property
     def delimiters(self) -> tuple[str, ...] | None:
