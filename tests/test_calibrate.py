@@ -157,6 +157,20 @@ def test_calibrate_runs_and_chooses_by_the_rule(calibrated: tuple[int, str, dict
     assert f"chosen: {report['chosen']['config']}" in printed or "no grid point is within" in printed
 
 
+def test_the_verdict_says_accuracy_against_dense_with_its_sign() -> None:
+    """A point 2 below dense printed "+2.0 points" (its loss, unsigned) until session 23."""
+    import pandas as pd
+
+    from dllm_viz.calibrate import Calibration
+    from dllm_viz.cli.calibrate import _verdict
+
+    table = pd.DataFrame({"nfe_speedup": [1.0, 12.0], "loss_points": [0.0, 2.0]}, index=["dense", "p"])
+    above = pd.DataFrame({"nfe_speedup": [1.0, 9.0], "loss_points": [0.0, -1.0]}, index=["dense", "p"])
+    line = _verdict(Calibration(table, above, "p", qualified=False, holds=True), 1.0)
+    assert "the most accurate is p (-2.0 points against dense)" in line
+    assert "check slice: 9.00x, +1.0 points against dense, the tolerance holds" in line
+
+
 def test_slices_are_disjoint_and_follow_the_heldout_order(calibrated: tuple[int, str, dict]) -> None:
     _, _, report = calibrated
     first, second = report["calibration"]["problems"], report["check"]["problems"]

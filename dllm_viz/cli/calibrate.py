@@ -28,12 +28,15 @@ from dllm_viz.cli.options import (
     model_settings,
     passed_options,
     policy_fields,
+    recorded_pipeline,
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
 from dllm_viz.writable import check_writable
 
 if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
+    import pandas as pd
+
     from dllm_viz.calibrate import Calibration
 
 
@@ -114,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
                 "prompts": None if args.prompts is None else str(args.prompts), "data": data_setting(args), "n": args.n,
                 "check_n": args.check_n, "tolerance": args.tolerance, "decode": config.to_dict(),
                 "options": {name: options[name] for name in passed_options(args)},
-                "dense": dense.to_dict()}
+                "dense": recorded_pipeline(dense, args),
+                "points": {label: recorded_pipeline(pipe, args) for label, pipe in points.items()}}
     rows_file_settings = {**settings, "problems": [p.problem_id for p in (*calibration, *check)]}
     if args.dense_rows is not None and args.rows is not None and args.dense_rows.resolve() == args.rows.resolve():
         raise ValueError(f"--dense-rows {str(args.dense_rows)!r} is this run's --rows file; give the rows file of "
@@ -161,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         report = {
             "settings": settings,
             "grid": [{"config": label, "values": {knob: knob_value(pipe, knob) for knob in grid.knobs},
-                      "pipeline": pipe.to_dict()} for label, pipe in points.items()],
+                      "pipeline": settings["points"][label]} for label, pipe in points.items()],
             "calibration": {"problems": [p.problem_id for p in calibration],
                             "results": table_records(result.calibration)},
             "chosen": {"config": result.chosen, "qualified": result.qualified,
@@ -195,7 +199,7 @@ def _finished(rows: list[dict]) -> dict:  # type: ignore[type-arg]
 
 # What may differ between two calibrations whose dense rows are the same measurement: dense's own
 # configuration is its own settings key ("dense"), so the knobs passed for the policy do not matter.
-POLICY_SETTINGS = frozenset({"policy", "grid", "options"})
+POLICY_SETTINGS = frozenset({"policy", "grid", "options", "points"})
 
 
 def _dense_rows(path: Path, settings: dict, slices: dict[str, list[str]]) -> list[dict]:  # type: ignore[type-arg]
@@ -306,15 +310,21 @@ def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # t
 
 
 def _verdict(result: Calibration, tolerance: float) -> str:
-    """The run's conclusion in one line."""
+    """The run's conclusion in one line. Accuracy is said against dense with its sign (loss_points
+    counts a loss as positive; printed as is, a point 2 below dense read "+2.0 points")."""
     row = result.calibration.loc[result.chosen]
     if result.qualified:
         head = (f"chosen: {result.chosen} ({row['nfe_speedup']:.2f}x fewer NFE than dense, "
-                f"{row['loss_points']:+.1f} points) within {tolerance} points of dense on the calibration slice")
+                f"{_against_dense(row)}) within {tolerance} points of dense on the calibration slice")
     else:
         head = (f"no grid point is within {tolerance} points of dense on the calibration slice; the most "
-                f"accurate is {result.chosen} ({row['loss_points']:+.1f} points)")
+                f"accurate is {result.chosen} ({_against_dense(row)})")
     check = result.check.loc[result.chosen]
     tail = "holds" if result.holds else "does NOT hold"
-    return (f"{head}; check slice: {check['nfe_speedup']:.2f}x, {check['loss_points']:+.1f} points, "
+    return (f"{head}; check slice: {check['nfe_speedup']:.2f}x, {_against_dense(check)}, "
             f"the tolerance {tail}")
+
+
+def _against_dense(row: pd.Series) -> str:
+    """'-2.0 points against dense' for a point 2 below dense, '+1.0' for one above."""
+    return f"{-row['loss_points']:+.1f} points against dense"
