@@ -14,17 +14,25 @@ if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only lo
     from transformers import LlamaConfig
 
 MASK_TOKEN = "[MASK]"
-# AdaBlock's tau_D, measured by CORA-Diff's protocol on the bundled step-34000 model (BENCHMARKS.md,
-# "Summary: the hard split", session 22): hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
-# problems 0-49 of each to calibrate: tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave 44 / 44 / 47 / 48 / 44%
-# at mean NFE 23.2 / 23.2 / 23.0 / 22.7 / 21.9 against dense's 56% at 256, so no point is within a
-# point of dense; the most accurate, 0.7, fell under dense on the disjoint check too (44% vs 47%).
-# 0.9 stays: 0.7's lead is 4 problems of 100, it has the fewest passes, and it was the calibrated or
-# kept point on the step-24380 and step-27250 models (sessions 17 and 19). Low tau_D ends windows at
-# newlines the model is unsure of, which costs passes and accuracy.
+# AdaBlock's tau_D, measured by CORA-Diff's protocol on the bundled step-40343 model (BENCHMARKS.md,
+# "Summary: the hard split", session 23): hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
+# problems 0-49 of each to calibrate: tau_D 0.1 / 0.3 / 0.5 / 0.7 / 0.9 gave 53 / 53 / 53 / 55 / 60%
+# at mean NFE 21.9 / 21.9 / 21.9 / 21.4 / 20.7 against dense's 62% at 256, so no point is within a
+# point of dense; the best of them on both counts, 0.9, is 2 points under dense on the check slice
+# too (61% vs 63%), so 0.9 stays (it was also the kept point on the step-24380, 27250 and 34000
+# models, sessions 17, 19 and 22). Low tau_D ends windows at newlines the model is unsure of, which
+# costs passes and accuracy.
 ADABLOCK_TAU_D = 0.9
+# CORA's (delta_p, m), by the paper's protocol on the bundled step-40343 model (BENCHMARKS.md, "Summary:
+# the hard split", session 23; `calibrate --policy cora --grid 'delta_p=0.9,0.95,0.97;m=1,2'`, hard
+# chains + breadth, gen 256, blocks of 32, problems 0-49 of each to calibrate, 50-99 to check): every
+# grid point was at or above dense's 62% (64-69% at 20.5-33.9 mean NFE); the fewest passes, (0.9, 1),
+# scored 69% at 12.5x fewer passes than dense, and 62% against dense's 63% at 11.9x on the check slice
+# (within the 1-point tolerance). The authors' (0.97, 2) scored 64% at 7.6x on the calibration slice.
+CORA_DELTA_P, CORA_M = 0.9, 1
 # The family-calibrated knobs' values for this family (dllm_viz/models/families.py, `points`).
-CALIBRATED_POINTS: dict[str, dict[str, Any]] = {"adablock": {"delimiter_threshold": ADABLOCK_TAU_D}}
+CALIBRATED_POINTS: dict[str, dict[str, Any]] = {"adablock": {"delimiter_threshold": ADABLOCK_TAU_D},
+                                                "cora": {"delta_p": CORA_DELTA_P, "m": CORA_M}}
 
 
 def is_tiny_config(raw: dict[str, Any], directory: Path) -> bool:
