@@ -3,8 +3,9 @@
 A family is one module (its config mapping, weight renames and token names: llada.py, dream.py,
 tiny.py) plus one `Family` row in `FAMILIES`; `load` and the policies' family-calibrated knobs
 (`Pipeline.resolve`) read only this table, so a new family touches neither (docs/DESIGN.md §3).
-Rows are tried in table order and the first whose `detect` accepts a config.json wins: the bundled tiny model first (its
-config is a plain Llama config with a `dllm_viz` section), then LLaDA, then Dream.
+Rows are tried in table order and the first whose `detect` accepts a config.json wins: the
+bundled tiny model first (its config is a plain Llama config with a `dllm_viz` section), then
+LLaDA, then Dream.
 Block-diffusion layouts are refused before the table is consulted (loading.py) and anything the
 table does not claim needs the explicit remote-code opt-in.
 """
