@@ -78,6 +78,25 @@ def test_a_block_model_from_the_models_folder_decodes_with_its_defaults(block_ap
     assert "cache" not in at.session_state or at.session_state["cache"] in widget(at, "cache").options
 
 
+def test_family_calibrated_knobs_follow_the_loaded_models_family(block_app: dict[str, Path]) -> None:
+    """CORA's delta_p / m and AdaBlock's tau_D start at the loaded family's point (the tiny family's
+    calibrated one on the bidirectional model) and move to the published values on a model whose
+    family states none (a block-diffusion checkpoint), and back."""
+    from dllm_viz.models.families import calibrated_points
+
+    tiny = calibrated_points("tiny")
+    start = open_app(query={**GEN, "rule": "cora"})
+    assert start.slider(key="delta_p").value == tiny["cora"]["delta_p"] and start.number_input(key="m").value == tiny["cora"]["m"]
+    at = choose_block_model(start)
+    assert (at.session_state["delta_p"], at.session_state["m"], at.session_state["delimiter_threshold"]) == (
+        0.97, 2, 0.3)  # no row for block diffusion: the papers' values
+    at.sidebar.text_input(key="model").set_value(os.environ["DLLM_VIZ_MODEL"]).run()
+    at.session_state["rule"] = "cora"
+    at.run()
+    assert at.slider(key="delta_p").value == tiny["cora"]["delta_p"]
+    assert at.number_input(key="m").value == tiny["cora"]["m"]
+
+
 def test_the_block_refinement_widgets_change_the_pipeline(block_app: dict[str, Path]) -> None:
     at = choose_block_model(open_app(query=GEN))
     at.number_input(key="editing_threshold").set_value(0.0).run()
