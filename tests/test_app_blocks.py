@@ -86,7 +86,8 @@ def test_family_calibrated_knobs_follow_the_loaded_models_family(block_app: dict
 
     tiny = calibrated_points("tiny")
     start = open_app(query={**GEN, "rule": "cora"})
-    assert start.slider(key="delta_p").value == tiny["cora"]["delta_p"] and start.number_input(key="m").value == tiny["cora"]["m"]
+    assert start.slider(key="delta_p").value == tiny["cora"]["delta_p"]
+    assert start.number_input(key="m").value == tiny["cora"]["m"]
     at = choose_block_model(start)
     assert (at.session_state["delta_p"], at.session_state["m"], at.session_state["delimiter_threshold"]) == (
         0.97, 2, 0.3)  # no row for block diffusion: the papers' values
