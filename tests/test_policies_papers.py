@@ -104,10 +104,13 @@ def test_adablock_falls_back_to_b0_below_tau_d_and_outside_lookahead() -> None:
 
 
 def test_adablock_family_defaults() -> None:
-    assert AdaBlock().resolve("llada", ("\n",)).delimiter_threshold == 0.3
-    assert AdaBlock().resolve("dream", ("\n",)).delimiter_threshold == 0.5
-    assert AdaBlock(delimiter_threshold=0.7).resolve("dream", ("\n",)).delimiter_threshold == 0.7
-    assert AdaBlock(delimiters=(",",)).resolve("tiny", ("\n",)).delimiters == (",",)
+    def resolved(block: AdaBlock, family: str) -> AdaBlock:  # tau_D is filled with the pipeline's other points
+        return Pipeline(block=block).resolve(family, ("\n",)).block  # type: ignore[return-value]
+
+    assert resolved(AdaBlock(), "llada").delimiter_threshold == 0.3
+    assert resolved(AdaBlock(), "dream").delimiter_threshold == 0.5
+    assert resolved(AdaBlock(delimiter_threshold=0.7), "dream").delimiter_threshold == 0.7
+    assert resolved(AdaBlock(delimiters=(",",)), "tiny").delimiters == (",",)
 
 
 def test_adablock_windows_follow_the_delimiters_in_a_decode() -> None:
