@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dllm_viz.policies.knobs import knobs
-from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS
+from dllm_viz.policies.pipeline import REGISTRIES
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def calibrated_options(points: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
     published value. What a form starts its knobs at for a loaded model, so that the values shown
     are the ones it decodes with."""
     out: dict[str, Any] = {}
-    for registry in (RULES, BLOCKS, EXTRAPOLATORS, STOPS):
+    for registry in REGISTRIES.values():
         for name, cls in registry.items():
             for spec in knobs(cls):
                 if spec.published is not None:
