@@ -2,14 +2,16 @@
 # Everything a swap of the bundled tiny model has to measure again, in one background run on a
 # 2-core CPU machine: put CANDIDATE's weights in dllm_viz/assets/tiny, retrain the TSPD controller
 # and the Learn2PD filter for them, re-measure issue #19's item 5, recalibrate AdaBlock's tau_D and
-# CORA's (delta_p, m), the easy split and ParallelBench's curves, and run the bundled model's tests.
+# CORA's (delta_p, m), the easy split and ParallelBench's curves, count the floors' slices, and run
+# the bundled model's tests.
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
 # are ~2 hours of two one-thread lanes that need nobody. Each step leaves a marker in RUN and is
 # skipped when its marker exists; a bench or calibration cut short continues from its rows
 # (--resume), so after an interruption the same command carries on. What stays by hand: merging
 # the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
-# docs/TESTBED.md, and the floors in tests/test_bundled_model.py when its tests fail (RUN/tests.log).
+# docs/TESTBED.md, and the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
+# says whether the old ones still hold).
 #
 #   CANDIDATE=training/hard_export nohup bash tools/swap_model.sh > runs/swap.log 2>&1 &
 #   tail -f runs/swap/progress.log      # one line a step; the tables are in RUN/*.summary
@@ -120,5 +122,10 @@ curves() {
     done
 }
 step parallelbench curves
+# The regression slices' counts behind the floors in tests/test_bundled_model.py, and the code set's first
+# 40 (the card's row), for the floors' comments and the card.
+step floors python tools/floor_counts.py
+step code40 python -m dllm_viz eval --task code --n 40 --rule threshold --threshold 0.9 --block-length 32 \
+    --gen-length 128 --threads 1
 step tests python -m pytest -q tests/test_bundled_model.py tests/test_controllers.py
-log "finished: tables in $RUN/*.summary, $RUN/*_calibration.log, $RUN/parallelbench.log, $RUN/tests.log"
+log "finished: tables in $RUN/*.summary, $RUN/*_calibration.log, $RUN/parallelbench.log, $RUN/floors.log, $RUN/code40.log, $RUN/tests.log"
