@@ -528,14 +528,21 @@ def test_learn_chapter_5_marks_each_output_and_rings_where_a_low_threshold_parte
 def test_on_the_bundled_model_a_low_threshold_breaks_an_answer_one_token_per_step_gets_right(
         dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #19's demo, live and unfaked: the testbed model is right one token per step and wrong
-    at a low threshold on some demo problem, and the page says where on the heatmap it went wrong."""
+    at a low threshold on some demo problem, and the page says where on the heatmap it went wrong.
+
+    Lowering τ as the page's own message says when nothing breaks: which low τ first breaks one of
+    the few demo problems depends on the checkpoint (0.5 on steps 40343 and 54233, 0.4 on 46500,
+    whose 0.5 answers to the demo problems all happen to be right where one token per step is)."""
     at = learn_chapter_5(monkeypatch)
-    at.slider(key="learn_tau").set_value(0.5).run()
-    click(at, "learn_find_button")
+    for tau in (0.5, 0.4, 0.3):
+        at.slider(key="learn_tau").set_value(tau).run()
+        click(at, "learn_find_button")
+        if not at.info:
+            break
     assert not at.info, [i.value for i in at.info]
     assert "right ✓" in next(m.value for m in at.markdown if m.value.startswith("**Output, one token"))
-    assert "wrong ✗" in next(m.value for m in at.markdown if m.value.startswith("**Output, τ = 0.5"))
-    assert any(m.value.startswith("**Where τ = 0.5 parted") for m in at.markdown)
+    assert "wrong ✗" in next(m.value for m in at.markdown if m.value.startswith(f"**Output, τ = {tau:g}"))
+    assert any(m.value.startswith(f"**Where τ = {tau:g} parted") for m in at.markdown)
     assert any(d.get("name") == "differs from one token per step" for c in charts(at) for d in c["data"])
 
 
