@@ -32,6 +32,40 @@ def drawn(page: Any, name: str) -> None:
                            "return c && c.dataset.drawnAt && c.dataset.pending !== '1'; }", arg=where(name))
 
 
+def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> tuple[str, int]:
+    """Hover the chart `name` near the centre of cell (`column`, `row`) and return the cell plotly
+    reports under the pointer (its hover event), leaving the pointer there (`window.__pointer`).
+
+    The coordinates come from plotly's own axis maps, read afresh on every try: a redraw that
+    lands between reading them and moving the pointer (the run's last figure, the chart coming
+    into view) shifts the axes, so the pointer leaves the chart and comes back until plotly
+    answers."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        drawn(page, name)
+        page.evaluate("""([sel, col, row]) => { const c = document.querySelector(sel); const fl = c._fullLayout;
+            const area = c.querySelector('.nsewdrag').getBoundingClientRect();
+            window.__hovered = null;
+            if (!c.__hoverWired) {
+                c.__hoverWired = true;
+                c.on('plotly_hover', (e) => {
+                    window.__hovered = [String(e.points[0].x), Math.round(e.points[0].y)]; });
+            }
+            window.__pointer = [area.left + fl.xaxis.l2p(col), area.top + fl.yaxis.l2p(row)]; }""",
+                      [where(name), column, row])
+        x, y = page.evaluate("() => window.__pointer")
+        page.mouse.move(0, 0)
+        page.mouse.move(x, y, steps=4)
+        try:
+            page.wait_for_function("() => window.__hovered", timeout=3_000)
+        except PlaywrightTimeout:  # the axes moved under the pointer: read them again
+            continue
+        hovered, at = page.evaluate("window.__hovered")
+        return str(hovered), int(at)
+    raise AssertionError(f"plotly never reported a hover over cell ({column}, {row}) of the {name} chart")
+
+
 def test_a_step_redraws_the_charts_in_place_and_the_playhead_follows_the_scrubber(page: Any, app_url: str) -> None:
     from playwright.sync_api import expect
 
@@ -91,15 +125,10 @@ def test_clicking_a_heatmap_column_picks_it_for_the_kalman_bands(page: Any, app_
     drawn(page, "heatmap")
     heat = chart(page, "heatmap")
     heat.scroll_into_view_if_needed()
-    # Near the centre of column 5, row 0 (plotly's own coordinate maps); the cell under the
-    # pointer is read from plotly's hover event, and that one must be picked.
-    x, y = page.evaluate("""(sel) => { const c = document.querySelector(sel); const fl = c._fullLayout;
-        const area = c.querySelector('.nsewdrag').getBoundingClientRect();
-        c.on('plotly_hover', (e) => { window.__hovered = [String(e.points[0].x), Math.round(e.points[0].y)]; });
-        return [area.left + fl.xaxis.l2p(5), area.top + fl.yaxis.l2p(0)]; }""", where("heatmap"))
-    page.mouse.move(x, y)
-    page.wait_for_function("() => window.__hovered")
-    hovered, row = page.evaluate("window.__hovered")
+    # Near the centre of column 5, row 0: the cell under the pointer is read from plotly's hover
+    # event, and that one must be picked.
+    hovered, row = hover_cell(page, "heatmap", 5, 0)
+    x, y = page.evaluate("() => window.__pointer")
     page.mouse.click(x, y)
     settle(page, 800)
     picked = page.locator(f"{PANEL} .dv-kalman")
