@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from tool_scripts import tool
 
 from dllm_viz.bench import (
     ROW_COLUMNS,
@@ -186,20 +185,12 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
     assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
 
 
-def _tool(name: str) -> Any:
-    """A script of tools/ as a module."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """tools/merge_bench.py: two processes' slices become one file that `bench --resume` summarises
     whole without decoding again; mismatched or overlapping slices are refused."""
-    merge = _tool("merge_bench")
+    merge = tool("merge_bench")
     prompts = tmp_path / "mine.jsonl"
     dump_problems(PROBLEMS, prompts)
     common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",
@@ -229,7 +220,7 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     monkeypatch.undo()
     # tools/bench_summary.py reads unfinished files as they are: a problem some configuration has
     # not finished, and a row cut in half, are left out of the report, and the file is not changed.
-    summary = _tool("bench_summary")
+    summary = tool("bench_summary")
     cut = tmp_path / "part2.csv"
     text = cut.read_bytes()
     cut.write_bytes(text[:-9])  # the last row (threshold on the third problem) cut short
@@ -261,7 +252,7 @@ def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, t
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """tools/compare_models.py, the swap's evidence in tools/gpu_stage.sh: per configuration both runs
     hold, each run's accuracy and NFE and the candidate's lost / gained against the base."""
-    compare = _tool("compare_models")
+    compare = tool("compare_models")
     prompts = tmp_path / "mine.jsonl"
     dump_problems(PROBLEMS, prompts)
     common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",

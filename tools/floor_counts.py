@@ -10,7 +10,9 @@ script; this is that script, kept, so the numbers in the comments come from one 
     python tools/floor_counts.py --model runs/s24_export
 
 Prints one line a count; compare with the constants in tests/test_bundled_model.py (a floor is the
-measured count less one problem of slack, or the issue's bar where it is stated).
+measured count less one problem of slack, or the issue's bar where it is stated). The slices are
+declared here once: the tests decode them through these functions, so a count printed here is the
+count those tests assert on.
 """
 
 from __future__ import annotations
@@ -21,15 +23,39 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dllm_viz.cache_modes import CacheMode
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import heldout_problems, run_problem
-from dllm_viz.models import load
+from dllm_viz.evaluation import ProblemResult, heldout_problems, run_problem
+from dllm_viz.models import ModelAdapter, load
 from dllm_viz.policies import Pipeline
 
 SLICE = 20
 GEN_LENGTH = 128
 BLOCK = 32
 HARD_PROMPTS = 4
+CACHES: tuple[CacheMode, ...] = ("prefix", "dual")
+
+
+def threshold_slice(model: ModelAdapter, family: str, n: int = SLICE,
+                    cache: CacheMode = "none") -> list[ProblemResult]:
+    """Threshold 0.9 (seed 0, gen GEN_LENGTH, blocks of BLOCK) on the first `n` held-out problems of `family`."""
+    pipeline = Pipeline.from_names("threshold", block_length=BLOCK, cache=cache)
+    config = DecodeConfig(gen_length=GEN_LENGTH, seed=0)
+    return [run_problem(model, problem, pipeline, config)[0] for problem in heldout_problems(family, n)]
+
+
+def cache_agreement(model: ModelAdapter, cache: CacheMode, uncached: list[ProblemResult]) -> list[bool]:
+    """Whether each arithmetic completion with `cache` equals the uncached one in `uncached`."""
+    cached = threshold_slice(model, "arith", len(uncached), cache=cache)
+    return [with_cache.completion == plain.completion for with_cache, plain in zip(cached, uncached, strict=True)]
+
+
+def hard_passes(model: ModelAdapter) -> list[float]:
+    """Passes a block threshold 0.9 takes on each of the first HARD_PROMPTS held-out hard problems."""
+    pipeline = Pipeline.from_names("threshold", block_length=BLOCK)
+    config = DecodeConfig(gen_length=GEN_LENGTH, seed=0)
+    return [run_problem(model, problem, pipeline, config)[1].nfe / (GEN_LENGTH // BLOCK)
+            for problem in heldout_problems("hard", HARD_PROMPTS)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,21 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny", help="a model name or export directory (default: the bundled one)")
     args = parser.parse_args(argv)
     model = load(args.model, device="cpu")
-    config = DecodeConfig(gen_length=GEN_LENGTH, seed=0)
-    plain = Pipeline.from_names("threshold", block_length=BLOCK)
-    arith = heldout_problems("arith", SLICE)
-    uncached = [run_problem(model, problem, plain, config)[0] for problem in arith]
-    print(f"arith: {sum(r.correct for r in uncached)}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
-    code = [run_problem(model, problem, plain, config)[0] for problem in heldout_problems("code", SLICE)]
+    arith = threshold_slice(model, "arith")
+    print(f"arith: {sum(r.correct for r in arith)}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
+    code = threshold_slice(model, "code")
     print(f"code: {sum(r.correct for r in code)}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
-    for cache in ("prefix", "dual"):
-        cached = Pipeline.from_names("threshold", block_length=BLOCK, cache=cache)
-        same = sum(run_problem(model, problem, cached, config)[0].completion == result.completion
-                   for problem, result in zip(arith, uncached, strict=True))
-        print(f"{cache} cache: {same}/{SLICE} arithmetic completions equal the uncached ones")
-    blocks = GEN_LENGTH // BLOCK
-    passes = [run_problem(model, problem, plain, config)[1].nfe / blocks
-              for problem in heldout_problems("hard", HARD_PROMPTS)]
+    for cache in CACHES:
+        same = cache_agreement(model, cache, arith)
+        print(f"{cache} cache: {sum(same)}/{SLICE} arithmetic completions equal the uncached ones")
+    passes = hard_passes(model)
     print(f"hard: {', '.join(f'{p:g}' for p in passes)} passes a {BLOCK}-token block (threshold 0.9, "
           f"first {HARD_PROMPTS} problems)")
     return 0
