@@ -9,7 +9,7 @@ import pytest
 from tool_scripts import tool
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import heldout_problems, run_problem
+from dllm_viz.evaluation import ProblemResult, heldout_problems, run_problem
 from dllm_viz.models import TINY_DIR, ModelAdapter, load
 from dllm_viz.policies import Pipeline
 
@@ -56,7 +56,7 @@ def test_bundled_model_loads_the_weights_from_pretrained_would(bundled) -> None:
 
 
 @pytest.fixture(scope="module")
-def arith_slice(bundled) -> list:
+def arith_slice(bundled) -> list[ProblemResult]:
     """Threshold 0.9 on the first 20 held-out arithmetic problems (tools/floor_counts.py's slice),
     decoded once for the accuracy floor and both caches' agreement."""
     return FLOORS.threshold_slice(bundled, "arith")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,12 +37,18 @@ HARD_PROMPTS = 4
 CACHES: tuple[CacheMode, ...] = ("prefix", "dual")
 
 
-def threshold_slice(model: ModelAdapter, family: str, n: int = SLICE,
-                    cache: CacheMode = "none") -> list[ProblemResult]:
-    """Threshold 0.9 (seed 0, gen GEN_LENGTH, blocks of BLOCK) on the first `n` held-out problems of `family`."""
+def _decoded(model: ModelAdapter, family: str, n: int, cache: CacheMode = "none") -> list[tuple[ProblemResult, Any]]:
+    """Threshold 0.9 (seed 0, gen GEN_LENGTH, blocks of BLOCK) on the first `n` held-out problems of
+    `family`: each problem's result and trace."""
     pipeline = Pipeline.from_names("threshold", block_length=BLOCK, cache=cache)
     config = DecodeConfig(gen_length=GEN_LENGTH, seed=0)
-    return [run_problem(model, problem, pipeline, config)[0] for problem in heldout_problems(family, n)]
+    return [run_problem(model, problem, pipeline, config) for problem in heldout_problems(family, n)]
+
+
+def threshold_slice(model: ModelAdapter, family: str, n: int = SLICE,
+                    cache: CacheMode = "none") -> list[ProblemResult]:
+    """The results of threshold 0.9 on the first `n` held-out problems of `family` (the floors' slice)."""
+    return [result for result, _ in _decoded(model, family, n, cache)]
 
 
 def cache_agreement(model: ModelAdapter, cache: CacheMode, uncached: list[ProblemResult]) -> list[bool]:
@@ -52,10 +59,7 @@ def cache_agreement(model: ModelAdapter, cache: CacheMode, uncached: list[Proble
 
 def hard_passes(model: ModelAdapter) -> list[float]:
     """Passes a block threshold 0.9 takes on each of the first HARD_PROMPTS held-out hard problems."""
-    pipeline = Pipeline.from_names("threshold", block_length=BLOCK)
-    config = DecodeConfig(gen_length=GEN_LENGTH, seed=0)
-    return [run_problem(model, problem, pipeline, config)[1].nfe / (GEN_LENGTH // BLOCK)
-            for problem in heldout_problems("hard", HARD_PROMPTS)]
+    return [trace.nfe / (GEN_LENGTH // BLOCK) for _, trace in _decoded(model, "hard", HARD_PROMPTS)]
 
 
 def main(argv: list[str] | None = None) -> int:

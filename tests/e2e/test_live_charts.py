@@ -32,9 +32,9 @@ def drawn(page: Any, name: str) -> None:
                            "return c && c.dataset.drawnAt && c.dataset.pending !== '1'; }", arg=where(name))
 
 
-def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> tuple[str, int]:
+def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> tuple[str, int, list[float]]:
     """Hover the chart `name` near the centre of cell (`column`, `row`) and return the cell plotly
-    reports under the pointer (its hover event), leaving the pointer there (`window.__pointer`).
+    reports under the pointer (its hover event) and the pointer's page coordinates, where it stays.
 
     The coordinates come from plotly's own axis maps, read afresh on every try: a redraw that
     lands between reading them and moving the pointer (the run's last figure, the chart coming
@@ -44,7 +44,7 @@ def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> 
 
     for _ in range(tries):
         drawn(page, name)
-        page.evaluate("""([sel, col, row]) => { const c = document.querySelector(sel); const fl = c._fullLayout;
+        x, y = page.evaluate("""([sel, col, row]) => { const c = document.querySelector(sel); const fl = c._fullLayout;
             const area = c.querySelector('.nsewdrag').getBoundingClientRect();
             window.__hovered = null;
             if (!c.__hoverWired) {
@@ -52,9 +52,8 @@ def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> 
                 c.on('plotly_hover', (e) => {
                     window.__hovered = [String(e.points[0].x), Math.round(e.points[0].y)]; });
             }
-            window.__pointer = [area.left + fl.xaxis.l2p(col), area.top + fl.yaxis.l2p(row)]; }""",
-                      [where(name), column, row])
-        x, y = page.evaluate("() => window.__pointer")
+            return [area.left + fl.xaxis.l2p(col), area.top + fl.yaxis.l2p(row)]; }""",
+                             [where(name), column, row])
         page.mouse.move(0, 0)
         page.mouse.move(x, y, steps=4)
         try:
@@ -62,7 +61,7 @@ def hover_cell(page: Any, name: str, column: int, row: int, tries: int = 10) -> 
         except PlaywrightTimeout:  # the axes moved under the pointer: read them again
             continue
         hovered, at = page.evaluate("window.__hovered")
-        return str(hovered), int(at)
+        return str(hovered), int(at), [x, y]
     raise AssertionError(f"plotly never reported a hover over cell ({column}, {row}) of the {name} chart")
 
 
@@ -127,8 +126,7 @@ def test_clicking_a_heatmap_column_picks_it_for_the_kalman_bands(page: Any, app_
     heat.scroll_into_view_if_needed()
     # Near the centre of column 5, row 0: the cell under the pointer is read from plotly's hover
     # event, and that one must be picked.
-    hovered, row = hover_cell(page, "heatmap", 5, 0)
-    x, y = page.evaluate("() => window.__pointer")
+    hovered, row, (x, y) = hover_cell(page, "heatmap", 5, 0)
     page.mouse.click(x, y)
     settle(page, 800)
     picked = page.locator(f"{PANEL} .dv-kalman")
