@@ -4,8 +4,9 @@ Why: each swap of the bundled model (tools/swap_model.sh) has to restate the flo
 measured counts: threshold 0.9 at gen 128 on the first 20 held-out arithmetic and code problems,
 the prefix and dual caches' agreement with the uncached decode on the arithmetic ones, and passes a
 32-token block on the first four hard problems; and the model card's code row (the first 40 code
-problems, whose first 20 are the floor's slice, so they are decoded once). Sessions 22-23 measured them with a throwaway
-script; this is that script, kept, so the numbers in the comments come from one command:
+problems, whose first 20 are the floor's slice, so they are decoded once). Sessions 22-23 measured
+them with a throwaway script; this is that script, kept, so the numbers in the comments come from
+one command:
 
     python tools/floor_counts.py               # the bundled model
     python tools/floor_counts.py --model runs/s24_export
@@ -73,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"arith: {sum(r.correct for r in arith)}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
     code = _decoded(model, "code", max(SLICE, CARD_CODE))
     print(f"code: {sum(r.correct for r, _ in code[:SLICE])}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
-    passes_40 = sum(trace.nfe for _, trace in code) / len(code)
-    print(f"code, the card's row: {sum(r.correct for r, _ in code)}/{len(code)} correct, {passes_40:.2f} passes "
+    card_passes = sum(trace.nfe for _, trace in code) / len(code)
+    print(f"code, the card's row: {sum(r.correct for r, _ in code)}/{len(code)} correct, {card_passes:.2f} passes "
           f"(threshold 0.9, gen {GEN_LENGTH}, first {len(code)})")
     for cache in CACHES:
         same = cache_agreement(model, cache, arith)
