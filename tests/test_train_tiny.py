@@ -28,7 +28,7 @@ from dllm_viz.train.data import (
     training_batch,
 )
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, masked_loss
-from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, build_model, lr_at, train
+from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, _snapshot_due, build_model, lr_at, train
 from dllm_viz.train.tokenizer import special_ids, train_tokenizer
 
 TINY = TrainConfig(
@@ -553,3 +553,30 @@ def test_a_warm_start_with_name_tokens_grows_the_vocabulary_and_keeps_the_old_ro
           init_from=tmp_path / "export2")
     assert not any(line.startswith("name tokens:") for line in again)
     assert "ParallelBench names as tokens" in (tmp_path / "export3" / "MODEL_CARD.md").read_text()
+
+
+def test_snapshots_are_exported_at_each_multiple_of_their_interval_whatever_the_score(tmp_path: Path) -> None:
+    config = replace(TINY, max_steps=4, eval_every=1, snapshot_every=2)
+    lines: list[str] = []
+    train(tmp_path / "run", config, export_dir=None, progress=lines.append)
+    snapshots = tmp_path / "run" / "snapshots"
+    assert sorted(p.name for p in snapshots.iterdir()) == ["step_2", "step_4"]
+    section = json.loads((snapshots / "step_4" / "config.json").read_text())["dllm_viz"]
+    assert section["trained_steps"] == 4 and (snapshots / "step_2" / "MODEL_CARD.md").is_file()
+    assert AutoModelForCausalLM.from_pretrained(snapshots / "step_2") is not None
+    assert any(line.startswith("snapshot of step 4") for line in lines)
+
+
+def test_a_snapshot_falls_at_the_first_evaluation_past_a_multiple() -> None:
+    history = [{"step": s} for s in (250, 500, 750, 1000, 1250)]
+    assert [_snapshot_due(400, history[: i + 1]) for i in range(5)] == [False, True, False, True, True]
+    assert not _snapshot_due(0, history) and not _snapshot_due(400, [])
+    with pytest.raises(ValueError, match="snapshot_every"):
+        replace(TINY, snapshot_every=-1)
+
+
+def test_cli_snapshot_option_reaches_the_config() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.config_from_args(parser.parse_args(["train-tiny", "--snapshot-every", "2000"])).snapshot_every == 2000
+    assert cli.config_from_args(parser.parse_args(["train-tiny"])).snapshot_every == 0

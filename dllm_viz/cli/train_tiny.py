@@ -61,6 +61,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="'none' (default: measured fastest), LLaDA's 'inv_t', or 'inv_t_clipped'",
     )
     parser.add_argument("--eval-every", type=int, default=d_train.eval_every)
+    parser.add_argument(
+        "--snapshot-every", type=int, default=d_train.snapshot_every,
+        help="also export the model every this many steps (at the next evaluation) into "
+        "OUT/snapshots/step_N, to pick a stage's model by a bench rather than the held-out score (0: never)",
+    )
     parser.add_argument("--log-every", type=int, default=d_train.log_every)
     parser.add_argument("--batch-size", type=int, default=d_data.batch_size)
     parser.add_argument("--code-fraction", type=float, default=d_data.code_fraction)
@@ -152,6 +157,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         warmup_steps=args.warmup_steps,
         loss_weighting=args.loss_weighting,
         eval_every=args.eval_every,
+        snapshot_every=args.snapshot_every,
         log_every=args.log_every,
         seed=args.seed,
         num_threads=args.threads,

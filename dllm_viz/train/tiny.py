@@ -351,6 +351,17 @@ def _run_session(run: _Run, progress: Progress) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _snapshot_due(every: int, history: list[dict[str, Any]]) -> bool:
+    """Whether the evaluation just recorded (the last of `history`) is the first at or past a
+    multiple of `every` steps: evaluations fall every `eval_every` steps and at a session's end,
+    so a multiple may fall between two of them."""
+    if every <= 0 or not history:
+        return False
+    step = history[-1]["step"]
+    before = history[-2]["step"] if len(history) > 1 else step - 1
+    return step // every > before // every
+
+
 def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> dict[str, float]:
     """Evaluate on the held-out batches, export on improvement, and checkpoint."""
     state = run.state
@@ -377,5 +388,13 @@ def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> di
             card=card, state=state, arith_limits=run.config.data.arith_limits(),
         )  # fmt: skip
         progress(f"exported step {state.step} to {run.export_dir}")
+    if _snapshot_due(run.config.snapshot_every, state.history):
+        snapshot = run.ckpt_path.parent / "snapshots" / f"step_{state.step}"
+        export.export_model(
+            run.model, run.tokenizer, snapshot, steps=state.step, minutes=state.minutes,
+            card=export.training_card(run.model, run.config, state), state=state,
+            arith_limits=run.config.data.arith_limits(),
+        )  # fmt: skip
+        progress(f"snapshot of step {state.step} in {snapshot}")
     save_checkpoint(run.ckpt_path, run.model, run.opt, run.config, state)
     return metrics
