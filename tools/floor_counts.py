@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,6 +30,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import ProblemResult, heldout_problems, run_problem
 from dllm_viz.models import ModelAdapter, load
 from dllm_viz.policies import Pipeline
+from dllm_viz.trace import Trace
 
 SLICE = 20
 GEN_LENGTH = 128
@@ -40,7 +40,7 @@ CARD_CODE = 40  # the model card's code row: the first CARD_CODE held-out code p
 CACHES: tuple[CacheMode, ...] = ("prefix", "dual")
 
 
-def _decoded(model: ModelAdapter, family: str, n: int, cache: CacheMode = "none") -> list[tuple[ProblemResult, Any]]:
+def _decoded(model: ModelAdapter, family: str, n: int, cache: CacheMode = "none") -> list[tuple[ProblemResult, Trace]]:
     """Threshold 0.9 (seed 0, gen GEN_LENGTH, blocks of BLOCK) on the first `n` held-out problems of
     `family`: each problem's result and trace."""
     pipeline = Pipeline.from_names("threshold", block_length=BLOCK, cache=cache)

@@ -362,6 +362,16 @@ def _snapshot_due(every: int, history: list[dict[str, Any]]) -> bool:
     return step // every > before // every
 
 
+def _export_to(run: _Run, directory: Path) -> None:
+    """Export the model as it is now, with its card, into `directory` (the best export or a snapshot)."""
+    state = run.state
+    export.export_model(
+        run.model, run.tokenizer, directory, steps=state.step, minutes=state.minutes,
+        card=export.training_card(run.model, run.config, state), state=state,
+        arith_limits=run.config.data.arith_limits(),
+    )  # fmt: skip
+
+
 def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> dict[str, float]:
     """Evaluate on the held-out batches, export on improvement, and checkpoint."""
     state = run.state
@@ -382,19 +392,11 @@ def _evaluate_and_save(run: _Run, losses: list[float], progress: Progress) -> di
         f"{' (best)' if improved else ''} | {shown}"
     )
     if improved and run.export_dir is not None:
-        card = export.training_card(run.model, run.config, state)
-        export.export_model(
-            run.model, run.tokenizer, run.export_dir, steps=state.step, minutes=state.minutes,
-            card=card, state=state, arith_limits=run.config.data.arith_limits(),
-        )  # fmt: skip
+        _export_to(run, run.export_dir)
         progress(f"exported step {state.step} to {run.export_dir}")
     if _snapshot_due(run.config.snapshot_every, state.history):
         snapshot = run.ckpt_path.parent / "snapshots" / f"step_{state.step}"
-        export.export_model(
-            run.model, run.tokenizer, snapshot, steps=state.step, minutes=state.minutes,
-            card=export.training_card(run.model, run.config, state), state=state,
-            arith_limits=run.config.data.arith_limits(),
-        )  # fmt: skip
+        _export_to(run, snapshot)
         progress(f"snapshot of step {state.step} in {snapshot}")
     save_checkpoint(run.ckpt_path, run.model, run.opt, run.config, state)
     return metrics
