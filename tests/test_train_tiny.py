@@ -8,6 +8,7 @@ import json
 import math
 import random
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from dllm_viz.cli import train_tiny as cli
-from dllm_viz.tasks import TASKS
+from dllm_viz.tasks import HARD_FAMILIES, TASKS
 from dllm_viz.train.config import config_from_dict
 from dllm_viz.train.data import (
     DataConfig,
@@ -186,6 +187,58 @@ def test_list_drill_option_reaches_the_config_and_old_checkpoints_have_none() ->
     raw = dataclasses.asdict(TINY)
     del raw["data"]["list_drill_every"]
     assert config_from_dict(raw).data.list_drill_every == 0
+
+
+def test_hard_weights_shift_the_training_rows_and_list_drills() -> None:
+    from dllm_viz.train.data import training_problems
+
+    def family_counts(config: DataConfig, steps: range) -> Counter[str]:
+        return Counter(p.task for step in steps for p in training_problems(config, seed=0, step=step)[0]
+                       if p.task.startswith(("hard/", "parallelbench/")))
+
+    base = DataConfig(batch_size=32, drill_every=0, hard_fraction=0.6, code_fraction=0.1)
+    chains = replace(base, hard_weights=(("hard/chain", 3.0), ("hard/breadth", 0.0)))
+    before, after = family_counts(base, range(12)), family_counts(chains, range(12))
+    assert after["hard/breadth"] == 0 < before["hard/breadth"]
+    assert after["hard/chain"] / sum(after.values()) > 0.8 > 0.4 > before["hard/chain"] / sum(before.values())
+    assert chains.hard_families()[0] == ("hard/chain", 3.0) and len(chains.hard_families()) == len(HARD_FAMILIES)
+    lists = replace(base, list_drill_every=2, hard_weights=tuple(
+        (name, 1.0 if name == "parallelbench/sudoku" else 0.0) for name, _ in HARD_FAMILIES
+        if name.startswith("parallelbench/")))  # fmt: skip
+    assert {p.task for p in training_problems(lists, seed=0, step=0)[0]} == {"parallelbench/sudoku"}
+    for bad, match in [((("hard/chan", 1.0),), "unknown hard family 'hard/chan'.*choose from hard/chain"),
+                       ((("hard/chain", -1.0),), "finite number >= 0, got -1.0"),
+                       ((("hard/chain", float("nan")),), "finite number"),
+                       (tuple((name, 0.0) for name, _ in HARD_FAMILIES), "every hard family at 0")]:
+        with pytest.raises(ValueError, match=match):
+            DataConfig(hard_weights=bad)
+    with pytest.raises(ValueError, match=r"list drills .* need a ParallelBench family"):
+        DataConfig(list_drill_every=3, hard_weights=tuple(
+            (name, 0.0) for name, _ in HARD_FAMILIES if name.startswith("parallelbench/")))  # fmt: skip
+
+
+def test_hard_weight_option_reaches_the_config_the_card_and_a_checkpoint(
+    tokenizer: PreTrainedTokenizerFast, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train-tiny", "--hard-fraction", "0.5", "--hard-weight", "hard/chain=0.6",
+                              "--hard-weight", "parallelbench/sudoku=0"])
+    config = cli.config_from_args(args)
+    assert config.data.hard_weights == (("hard/chain", 0.6), ("parallelbench/sudoku", 0.0))
+    assert config_from_dict(json.loads(json.dumps(dataclasses.asdict(config)))) == config  # as a checkpoint stores it
+    from dllm_viz.train.checkpoint import TrainState
+    from dllm_viz.train.export import training_card
+
+    card = training_card(build_model(TINY.model, tokenizer), config, TrainState())
+    assert "hard fraction 0.5 (weights hard/chain 0.6, parallelbench/sudoku 0, the rest as held out)" in card
+    raw = dataclasses.asdict(TINY)
+    del raw["data"]["hard_weights"]
+    assert config_from_dict(raw).data.hard_weights == ()  # checkpoints from before the option
+    for bad in ["hard/chain", "hard/chain=lots", "=0.5"]:
+        with pytest.raises(SystemExit):
+            parser.parse_args(["train-tiny", "--hard-weight", bad])
+        assert "is not FAMILY=WEIGHT; write e.g. hard/chain=0.6" in capsys.readouterr().err
 
 
 def test_checkpoints_from_before_focus_masking_keep_their_recipe() -> None:

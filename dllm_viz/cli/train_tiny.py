@@ -94,6 +94,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "(0 = never): the list operations need copying from the prompt, which a few rows a batch did not teach",
     )  # fmt: skip
     parser.add_argument("--list-drill-batch-size", type=int, default=d_data.list_drill_batch_size)
+    parser.add_argument(
+        "--hard-weight", type=_family_weight, action="append", default=[], metavar="FAMILY=WEIGHT",
+        help="train on this hard family at this weight instead of its held-out mix weight (repeatable; "
+        "e.g. hard/chain=0.6 where the mix gives chains 0.3 of 1.0); held-out sets and scores keep the mix",
+    )  # fmt: skip
     parser.add_argument("--hidden-size", type=int, default=d_model.hidden_size)
     parser.add_argument("--num-layers", type=int, default=d_model.num_layers)
     parser.add_argument("--num-heads", type=int, default=d_model.num_heads)
@@ -136,6 +141,18 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _family_weight(text: str) -> tuple[str, float]:
+    """`FAMILY=WEIGHT` of `--hard-weight` (the family's name is checked by the config)."""
+    name, sep, weight = text.partition("=")
+    try:
+        value = float(weight)
+    except ValueError:
+        value = None
+    if not sep or not name or value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FAMILY=WEIGHT; write e.g. hard/chain=0.6")
+    return name, value
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
     data = replace(
@@ -143,6 +160,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         focus_fraction=args.focus_fraction, drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
         list_drill_every=args.list_drill_every, list_drill_batch_size=args.list_drill_batch_size,
+        hard_weights=tuple(args.hard_weight),
     )  # fmt: skip
     model = ModelConfig(
         hidden_size=args.hidden_size,

@@ -25,9 +25,35 @@ HARD_FAMILIES: Families = (
 )
 
 
-# ParallelBench's synthetic families alone, by the same weights: `train-tiny --list-drill-every`'s batches.
-PARALLELBENCH_FAMILIES: Families = tuple(
-    (name, weight) for name, weight in HARD_FAMILIES if name.startswith("parallelbench/"))
+def parallelbench_only(families: Families) -> Families:
+    """ParallelBench's synthetic families of `families`, by the same weights: `train-tiny
+    --list-drill-every`'s batches."""
+    return tuple((name, weight) for name, weight in families if name.startswith("parallelbench/"))
+
+
+def reweighted(overrides: Families, families: Families = HARD_FAMILIES) -> Families:
+    """`families` in their order with the weights that `overrides` names replaced.
+
+    Why: a training run may want more of one family (`train-tiny --hard-weight hard/chain=0.6`:
+    session 26's stage lost accuracy on the chains alone) while the held-out set, the training
+    score and every bench keep `HARD_FAMILIES`, so models trained on different mixes are still
+    measured on the same problems.
+
+    Raises:
+        ValueError: a name not among `families`, a weight below 0 or not finite, or every weight 0.
+    """
+    weights = dict(families)
+    for name, weight in overrides:
+        if name not in weights:
+            raise ValueError(f"unknown hard family {name!r} in the training weights; "
+                             f"choose from {', '.join(weights)}")
+        if not 0.0 <= weight < float("inf"):
+            raise ValueError(f"the weight of {name!r} must be a finite number >= 0, got {weight}")
+        weights[name] = weight
+    if not any(weights.values()):
+        raise ValueError(f"the training weights {overrides} leave every hard family at 0; "
+                         "give one a positive weight or set the hard fraction to 0")
+    return tuple(weights.items())
 
 
 def family_counts(n: int, rng: random.Random, families: Families = HARD_FAMILIES) -> dict[str, int]:

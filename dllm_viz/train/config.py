@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from dllm_viz.tasks.arith import DEFAULT_MAX_MULTIPLIER, DEFAULT_MAX_OPERAND, DEFAULT_MAX_RESULT
+from dllm_viz.tasks.hard_split import Families, parallelbench_only, reweighted
 
 LossWeighting = Literal["none", "inv_t", "inv_t_clipped"]
 LOSS_WEIGHTINGS: tuple[str, ...] = get_args(LossWeighting)
@@ -45,11 +46,14 @@ class DataConfig:
             one-operation drills, 1, taught only computing from numbers in the prompt).
         list_drill_every / list_drill_batch_size: every `list_drill_every`-th step (0 = never)
             that is not an arithmetic drill step is a batch of `list_drill_batch_size`
-            ParallelBench problems (tasks/hard_split.py `PARALLELBENCH_FAMILIES`) on a short
+            ParallelBench problems (`list_drill_families`) on a short
             canvas. Why (session 13): in the hard mix a batch of 32 holds ~4 list rows over ten
             operations, and after ~1,000 steps the model still read names out of the prompt at
             ~0.3 answer-token accuracy with three quarters of the answer shown: copying from the
             prompt, which every list operation needs, had not formed.
+        hard_weights: (family, weight) pairs replacing those families' weights in the training
+            rows and list drills (tasks/hard_split.py `reweighted`); () keeps `HARD_FAMILIES`.
+            The held-out score always uses `HARD_FAMILIES`, so runs of different mixes compare.
     """
 
     batch_size: int = 32
@@ -67,6 +71,7 @@ class DataConfig:
     drill_max_ops: int = 4
     list_drill_every: int = 0
     list_drill_batch_size: int = 32
+    hard_weights: Families = ()
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -90,6 +95,12 @@ class DataConfig:
                 f"need `list_drill_every` >= 0 (0 = never) and `list_drill_batch_size` >= 1, got "
                 f"{self.list_drill_every} and {self.list_drill_batch_size}"
             )
+        families = self.hard_families()  # raises on an unknown family or a bad weight
+        if self.list_drill_every and not any(weight for _, weight in parallelbench_only(families)):
+            raise ValueError(
+                f"list drills (`list_drill_every` = {self.list_drill_every}) need a ParallelBench family "
+                f"of positive weight, but `hard_weights` {self.hard_weights} sets them all to 0"
+            )
         if len(self.canvas_lengths) != len(self.canvas_weights):
             raise ValueError(
                 f"`canvas_lengths` and `canvas_weights` must have equal length, got "
@@ -97,6 +108,14 @@ class DataConfig:
             )
         if not self.curriculum or self.curriculum[0][0] != 0:
             raise ValueError(f"`curriculum` must start at step 0, got {self.curriculum}")
+
+    def hard_families(self) -> Families:
+        """The hard families and weights this run's training rows are drawn by."""
+        return reweighted(self.hard_weights)
+
+    def list_drill_families(self) -> Families:
+        """The ParallelBench families and weights of this run's list drills."""
+        return parallelbench_only(self.hard_families())
 
     def is_drill_step(self, step: int) -> bool:
         """Whether batch `step` is a drill batch."""
@@ -237,6 +256,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)
     data.setdefault("list_drill_every", 0)  # before list drills (session 13)
     data["curriculum"] = tuple(tuple(stage) for stage in data["curriculum"])
+    data["hard_weights"] = tuple((name, weight) for name, weight in data.get("hard_weights", ()))
     for key in ("canvas_lengths", "canvas_weights"):
         data[key] = tuple(data[key])
     model = ModelConfig(**raw.pop("model"))

@@ -19,7 +19,7 @@ import torch
 
 from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
-from dllm_viz.tasks.hard_split import PARALLELBENCH_FAMILIES, draw_mix
+from dllm_viz.tasks.hard_split import draw_mix
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
         return drills, DRILL_CANVAS
     if config.is_list_drill_step(step):
         lists = draw_mix(config.list_drill_batch_size, rng, TASKS.__getitem__, seed=rng.getrandbits(62),
-                         split="train", families=PARALLELBENCH_FAMILIES)
+                         split="train", families=config.list_drill_families())
         return lists, DRILL_CANVAS
     num_code = sum(rng.random() < config.code_fraction for _ in range(config.batch_size))
     batch_seed = rng.getrandbits(62)
@@ -214,11 +214,12 @@ def training_problems(config: DataConfig, *, seed: int, step: int) -> tuple[list
 
 
 def _with_hard_rows(problems: list[Problem], config: DataConfig, rng: random.Random, seed: int) -> list[Problem]:
-    """Replace a `hard_fraction` share of the batch's arithmetic rows by hard-split families."""
+    """Replace a `hard_fraction` share of the batch's arithmetic rows by hard-split families, drawn by
+    the run's weights (`DataConfig.hard_families`)."""
     arith = [p for p in problems if p.task == "arith"]
     share = config.hard_fraction / (1.0 - config.code_fraction)
     num_hard = min(len(arith), sum(rng.random() < share for _ in arith))
-    hard = draw_mix(num_hard, rng, TASKS.__getitem__, seed=seed, split="train")
+    hard = draw_mix(num_hard, rng, TASKS.__getitem__, seed=seed, split="train", families=config.hard_families())
     return arith[num_hard:] + [p for p in problems if p.task != "arith"] + hard
 
 

@@ -157,6 +157,8 @@ def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> s
         "objective": f"masked diffusion SFT, loss weighting {config.loss_weighting!r}, "
         f"focus masking on {d.focus_fraction:g} of rows",
         "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}, hard fraction {d.hard_fraction}"
+        + (f" (weights {', '.join(f'{name} {weight:g}' for name, weight in d.hard_weights)}, the rest as held out)"
+           if d.hard_weights else "")
         + (f"; 1 step in {d.drill_every}: {d.drill_batch_size} drills of 1-{d.drill_max_ops} operations"
            if d.drill_every else "")
         + (f"; 1 step in {d.list_drill_every} (not a drill step): {d.list_drill_batch_size} ParallelBench rows"
