@@ -14,7 +14,9 @@ if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only lo
     from transformers import LlamaConfig
 
 MASK_TOKEN = "[MASK]"
-# AdaBlock's tau_D, measured by CORA-Diff's protocol. On the bundled step-54233 model (session 25) every
+# AdaBlock's tau_D, measured by CORA-Diff's protocol. On the bundled step-69250 model (session 27) no
+# point is within a point of dense's 88% on the calibration slice (the most accurate, 0.9, 86% at 14.9x;
+# 88% against 89% on the check slice). On the step-54233 model (session 25) every
 # point scores 79-80% at 18.1-18.5 mean NFE against dense's 84% on the calibration slice: none within
 # a point, 0.9 stays. On the step-46500 model (BENCHMARKS.md, "Summary: the hard split", session 24):
 # hard chains + breadth, gen 256, B0 = 32, threshold 0.9,
@@ -27,7 +29,9 @@ MASK_TOKEN = "[MASK]"
 ADABLOCK_TAU_D = 0.9
 # CORA's (delta_p, m), by the paper's protocol on the bundled model (BENCHMARKS.md, "Summary: the hard
 # split"; `calibrate --policy cora --grid 'delta_p=0.9,0.95,0.97;m=1,2'`, hard chains + breadth, gen
-# 256, blocks of 32, problems 0-49 of each to calibrate, 50-99 to check). Step 54233 (session 25): no
+# 256, blocks of 32, problems 0-49 of each to calibrate, 50-99 to check). Step 69250 (session 27): no
+# point within a point of dense's 88% ((0.9, 1) 83% at 15.1x; the most accurate, (0.97, 2), 86%, and 90%
+# against 89% at 9.1x on the check slice), so (0.9, 1) stays unclaimed. Step 54233 (session 25): no
 # point within a point of dense's 84% ((0.9, 1) 78% at 14.4x; the most accurate, (0.97, 2), 80%), so
 # (0.9, 1) stays unclaimed there. Step 46500 (session 24):
 # every grid point at or above dense's 70% (70-80% at 19.7-32.4 mean NFE); the fewest passes, (0.9,
