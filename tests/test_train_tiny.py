@@ -192,13 +192,13 @@ def test_list_drill_option_reaches_the_config_and_old_checkpoints_have_none() ->
 def test_hard_weights_shift_the_training_rows_and_list_drills() -> None:
     from dllm_viz.train.data import training_problems
 
-    def family_counts(config: DataConfig, steps: range) -> Counter[str]:
+    def hard_rows(config: DataConfig, steps: range) -> Counter[str]:
         return Counter(p.task for step in steps for p in training_problems(config, seed=0, step=step)[0]
                        if p.task.startswith(("hard/", "parallelbench/")))
 
     base = DataConfig(batch_size=32, drill_every=0, hard_fraction=0.6, code_fraction=0.1)
     chains = replace(base, hard_weights=(("hard/chain", 3.0), ("hard/breadth", 0.0)))
-    before, after = family_counts(base, range(12)), family_counts(chains, range(12))
+    before, after = hard_rows(base, range(12)), hard_rows(chains, range(12))
     assert after["hard/breadth"] == 0 < before["hard/breadth"]
     assert after["hard/chain"] / sum(after.values()) > 0.8 > 0.4 > before["hard/chain"] / sum(before.values())
     assert chains.hard_families()[0] == ("hard/chain", 3.0) and len(chains.hard_families()) == len(HARD_FAMILIES)
@@ -208,6 +208,7 @@ def test_hard_weights_shift_the_training_rows_and_list_drills() -> None:
     assert {p.task for p in training_problems(lists, seed=0, step=0)[0]} == {"parallelbench/sudoku"}
     for bad, match in [((("hard/chan", 1.0),), "unknown hard family 'hard/chan'.*choose from hard/chain"),
                        ((("hard/chain", -1.0),), "finite number >= 0, got -1.0"),
+                       ((("hard/chain", 0.6), ("hard/chain", 0.9)), "name 'hard/chain' 2 times; give it one weight"),
                        ((("hard/chain", float("nan")),), "finite number"),
                        (tuple((name, 0.0) for name, _ in HARD_FAMILIES), "every hard family at 0")]:
         with pytest.raises(ValueError, match=match):

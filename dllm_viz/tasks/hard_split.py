@@ -40,10 +40,14 @@ def reweighted(overrides: Families, families: Families = HARD_FAMILIES) -> Famil
     measured on the same problems.
 
     Raises:
-        ValueError: a name not among `families`, a weight below 0 or not finite, or every weight 0.
+        ValueError: a name not among `families` or named twice, a weight below 0 or not finite, or
+            every weight 0.
     """
     weights = dict(families)
+    named = [name for name, _ in overrides]
     for name, weight in overrides:
+        if named.count(name) > 1:
+            raise ValueError(f"the training weights name {name!r} {named.count(name)} times; give it one weight")
         if name not in weights:
             raise ValueError(f"unknown hard family {name!r} in the training weights; "
                              f"choose from {', '.join(weights)}")
