@@ -31,6 +31,8 @@ LLADA_1B = {"d_model": 2048, "n_heads": 16, "n_layers": 16, "mlp_hidden_size": 5
 # test tokenizer's, so this is ~6.5B parameters rather than 8B (the 126k-row embedding and head
 # add ~1B parameters but almost no per-position work).
 LLADA_8B = {"d_model": 4096, "n_heads": 32, "n_layers": 32, "mlp_hidden_size": 12288}
+# Fast-dLLM's caches, the ones a bidirectional LLaDA runs ('exact' needs a block-causal model).
+LLADA_CACHES = tuple(mode for mode in CACHE_MODES if mode != "exact")
 
 
 def build_random_llada(directory: Path, tokenizer_source: Path, shape: dict[str, int]) -> Path:
@@ -71,6 +73,12 @@ def build_random_llada(directory: Path, tokenizer_source: Path, shape: dict[str,
     return directory
 
 
+def synchronize(adapter: ModelAdapter) -> None:
+    """Wait for the adapter's device, so a wall clock read after it counts the work queued on it."""
+    if adapter.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tuple[int, ...],
                      label: str) -> None:
     """Wall-clock of one threshold decode per cache mode and gen length, after a warm-up each.
@@ -82,18 +90,18 @@ def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tupl
 
     results = {}
     for gen_length in gen_lengths:
-        for cache in CACHE_MODES:
+        for cache in LLADA_CACHES:
             pipeline = Pipeline.from_names("threshold", block_length=32, cache=cache, threshold=0.9)
             decode(adapter, prompt, pipeline, DecodeConfig(gen_length=64))  # warm-up
-            torch.cuda.synchronize()
+            synchronize(adapter)
             started = time.perf_counter()
             trace = decode(adapter, prompt, pipeline, DecodeConfig(gen_length=gen_length))
-            torch.cuda.synchronize()
+            synchronize(adapter)
             results[(gen_length, cache)] = (time.perf_counter() - started, trace)
             assert trace.is_complete
     for gen_length in gen_lengths:
         base = results[(gen_length, "none")][0]
-        for cache in CACHE_MODES:
+        for cache in LLADA_CACHES:
             seconds, trace = results[(gen_length, cache)]
             per_kind = " ".join(
                 f"{PASS_KINDS[k]}:{int((trace.pass_kind == k).sum())}x"
@@ -148,19 +156,26 @@ def test_policy_bench_on_cuda(tmp_path: Path) -> None:
     A random model is never confident, so NFE barely moves; what this measures is the policies'
     per-step overhead against a 1B forward pass and the cache's wall-clock effect at scale.
     """
-    import pandas as pd
     from checkpoints import build_llada
+
+    small = build_llada(tmp_path / "tok")
+    adapter = load(str(build_random_llada(tmp_path / "llada1b", small, LLADA_1B)), device="cuda")
+    bench_every_policy(adapter, gen_length=256)
+
+
+def bench_every_policy(adapter: ModelAdapter, gen_length: int) -> None:
+    """`GPU_BENCH_CONFIGS` with and without dual cache on two arithmetic problems, printed; asserts
+    that every decode completes and that dense agrees with itself."""
+    import pandas as pd
 
     from dllm_viz.bench import parse_config, run_bench, summarize_bench
     from dllm_viz.evaluation import task_problems
 
-    small = build_llada(tmp_path / "tok")
-    adapter = load(str(build_random_llada(tmp_path / "llada1b", small, LLADA_1B)), device="cuda")
     problems = task_problems("arith", 2)
     names = [*GPU_BENCH_CONFIGS, *(f"{name}+dual" for name in GPU_BENCH_CONFIGS)]
     configs = {name: parse_config(name, {"block_length": 32}) for name in names}
-    config = DecodeConfig(gen_length=256)
-    run_bench(adapter, problems[:1], {"dense": configs["dense"]}, config)  # CUDA warm-up
+    config = DecodeConfig(gen_length=gen_length)
+    run_bench(adapter, problems[:1], {"dense": configs["dense"]}, config)  # warm-up (CUDA's start)
     rows = run_bench(adapter, problems, configs, config)
     summary = summarize_bench(rows)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
