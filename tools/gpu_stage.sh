@@ -22,8 +22,8 @@
 # --num-layers 1 --num-heads 2 --intermediate-size 64`) the stage beats it, so the export branch
 # (export.tar, the stage's benches, tools/compare_models.py) runs too.
 # Knobs (environment): MINUTES of training (default 5), BENCH_S (seconds the benches may take in all:
-# past it they stop and what they wrote comes back; 6 + 150 fits one 600 s call with the wheels and
-# the machine's start), INIT (the export to continue; default training/hard_export, the candidate a
+# past it they stop and what they wrote comes back; default 180: with 5 minutes of training it fits one
+# 600 s call, as session 28's 5.5 + 150 s did in 548 s), INIT (the export to continue; default training/hard_export, the candidate a
 # CPU session left, when it holds a model, else the bundled model; the benches always set the stage
 # against the bundled one), DEVICE, WORKERS (batch builders), BATCH (word problems a step), GROW
 # (layers added at the warm start, each starting as the identity: train-tiny --grow-layers; 0 keeps
@@ -41,7 +41,7 @@ if [[ -z "${INIT:-}" ]]; then
     INIT=dllm_viz/assets/tiny; [[ -f training/hard_export/model.safetensors ]] && INIT=training/hard_export
 fi
 GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-1e-3}; HARD_WEIGHT=${HARD_WEIGHT:-}
-EVAL_EVERY=${EVAL_EVERY:-250}; SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-1000}; BENCH_S=${BENCH_S:-150}; TESTS_S=${TESTS_S:-240}
+EVAL_EVERY=${EVAL_EVERY:-250}; SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-1000}; BENCH_S=${BENCH_S:-180}; TESTS_S=${TESTS_S:-240}
 N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d)
@@ -91,13 +91,15 @@ else
 fi
 
 # bench <label> <model> <task> <n> <gen length>: SHARDS processes over disjoint slices, then merged,
-# each command stopped at the benches' deadline (a stopped shard keeps the rows it wrote).
+# each command stopped at the benches' deadline (a stopped shard keeps the rows it wrote). One torch
+# thread a process: session 28's 24 bench processes on the 16 cores each took torch's default of 16
+# threads and got through 37 of 100 chain problems in 150 s (~60 ms a pass of the tiny model).
 deadline=$((SECONDS + BENCH_S))
 left() { echo $(( deadline - SECONDS > 1 ? deadline - SECONDS : 1 )); }
 bench() {
     local label=$1 model=$2 task=$3 n=$4 gen=$5 per=$(( ($4 + SHARDS - 1) / SHARDS )) parts=() pids=()
     local common=(--model "$model" --device "$DEVICE" --tasks "$task" --gen-length "$gen" --block-length 32
-                  --policies dense,threshold --dtype float32)
+                  --policies dense,threshold --dtype float32 --threads 1)
     for ((skip = 0; skip < n; skip += per)); do
         local part="$WORK/bench/${label}_${skip}.csv" size=$(( n - skip < per ? n - skip : per ))
         timeout "$(left)" python -m dllm_viz bench "${common[@]}" --skip "$skip" --n "$size" --out "$part" \
@@ -111,12 +113,13 @@ bench() {
           | grep -v '^\[bench\]\|^resuming'; } > "$WORK/bench/$label.summary"
 }
 mkdir -p "$WORK/bench"
+benches=()  # waited for by id: a bare `wait` would reap the gpu tests too and lose their exit status
 for i in "${!MODELS[@]}"; do
-    bench "${TAGS[i]}_chain" "${MODELS[i]}" hard/chain "$N_HARD" 256 &
-    bench "${TAGS[i]}_breadth" "${MODELS[i]}" hard/breadth "$N_HARD" 256 &
-    bench "${TAGS[i]}_arith" "${MODELS[i]}" arith "$N_EASY" 128 &
+    bench "${TAGS[i]}_chain" "${MODELS[i]}" hard/chain "$N_HARD" 256 & benches+=($!)
+    bench "${TAGS[i]}_breadth" "${MODELS[i]}" hard/breadth "$N_HARD" 256 & benches+=($!)
+    bench "${TAGS[i]}_arith" "${MODELS[i]}" arith "$N_EASY" 128 & benches+=($!)
 done
-wait
+wait "${benches[@]}"
 for tag in "${TAGS[@]}"; do  # in a fixed order: the benches above finish in any
     cat "$WORK/bench/${tag}"_{chain,breadth,arith}.summary >> "$OUT/summary.txt"
 done
