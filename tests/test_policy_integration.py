@@ -61,8 +61,9 @@ def test_labels_show_delimiters_as_text_not_python_reprs() -> None:
     from dllm_viz.policies import Pipeline
 
     pipe = Pipeline.from_names("cora", block="adablock", extrapolate="kalman").resolve("tiny", ("\n", "."))
-    cora = calibrated_points("tiny").get("cora", {})  # resolved: the label shows the points decoded with
-    assert pipe.label == f"adablock32(0.9,⏎|.)+cora{cora.get('delta_p', 0.97)}({cora.get('m', 2)})+kalman0.9"
+    points = calibrated_points("tiny")  # resolved: the label shows the points decoded with
+    tau_d, cora = points.get("adablock", {}).get("delimiter_threshold", 0.3), points.get("cora", {})
+    assert pipe.label == f"adablock32({tau_d},⏎|.)+cora{cora.get('delta_p', 0.97)}({cora.get('m', 2)})+kalman0.9"
     assert Pipeline.from_names("tspd").label == "fixed32+tspd:bundled"  # not "tspdbundled"
     assert Pipeline.from_names("learn2pd", filter_weights="/x/my_filter.safetensors").label == (
         "fixed32+learn2pd:my_filter")
