@@ -21,15 +21,16 @@
 # and with INIT set to a weak export (e.g. one from `train-tiny --minutes 0.2 --hidden-size 32
 # --num-layers 1 --num-heads 2 --intermediate-size 64`) the stage beats it, so the export branch
 # (export.tar, the stage's benches, tools/compare_models.py) runs too.
-# Knobs (environment): MINUTES of training (default 5), BENCH_S (seconds the benches may take in all:
-# past it they stop and what they wrote comes back; default 180: with 5 minutes of training it fits one
-# 600 s call, as session 28's 5.5 + 150 s did in 548 s), INIT (the export to continue; default training/hard_export, the candidate a
-# CPU session left, when it holds a model, else the bundled model; the benches always set the stage
-# against the bundled one), DEVICE, WORKERS (batch builders), BATCH (word problems a step), GROW
-# (layers added at the warm start, each starting as the identity: train-tiny --grow-layers; 0 keeps
-# the depth), SEED, LR (default 1e-3: the bundled model's CPU stages peaked at 3e-4 to 5e-4 on
-# batches of 32, and 1e-3 there cost 3-4 points of held-out score at the peak; 8x the rows a step
-# allows about sqrt(8) times the rate), HARD_WEIGHT (a `train-tiny --hard-weight FAMILY=WEIGHT`, e.g.
+# Knobs (environment): MINUTES of training (default 5), BENCH_S (seconds the benches may take in
+# all: past it they stop and what they wrote comes back; default 180: with 5 minutes of training it
+# fits one 600 s call, as session 28's 5.5 + 150 s did in 548 s), INIT (the export to continue;
+# default training/hard_export, the candidate a CPU session left, when it holds a model, else the
+# bundled model; the benches always set the stage against the bundled one), DEVICE, WORKERS (batch
+# builders), BATCH (word problems a step), GROW (layers added at the warm start, each starting as the
+# identity: train-tiny --grow-layers; 0 keeps the depth), SEED, LR (default 1e-3: the bundled model's
+# CPU stages peaked at 3e-4 to 5e-4 on batches of 32, and 1e-3 there cost 2-4 points of held-out
+# score at the peak; 8x the rows a step allows about sqrt(8) times the rate; session 28's stage at
+# 1e-3 dipped 1 point and gained 0.7), HARD_WEIGHT (a `train-tiny --hard-weight FAMILY=WEIGHT`, e.g.
 # hard/chain=0.5; empty keeps the held-out mix), EVAL_EVERY and SNAPSHOT_EVERY (steps), N_HARD
 # problems per hard family and N_EASY easy arithmetic problems (held out, the first ones), SHARDS
 # processes per bench (problems are split by --skip and joined with tools/merge_bench.py), TESTS_S
@@ -63,8 +64,9 @@ TESTS_PID=
 if [[ $DEVICE == cuda* ]]; then
     # Only the files that hold `gpu` tests: the others import the app's packages (streamlit, plotly),
     # which the image lacks, and one collection error stops pytest before any test runs. The
-    # LLaDA-8B-shaped test is left out: it takes minutes and session 9 ran it.
-    timeout "$TESTS_S" python -m pytest -m gpu -q -s -k "not 8b" $(grep -l 'mark.gpu' tests/*.py) \
+    # LLaDA-8B-shaped test is left out: it takes minutes and session 9 ran it. -v logs each test's
+    # result as it ends: a run stopped at TESTS_S prints no summary (session 28 saw only '.F').
+    timeout "$TESTS_S" python -m pytest -m gpu -v -s -k "not 8b" $(grep -l 'mark.gpu' tests/*.py) \
         > "$OUT/gpu_tests.log" 2>&1 &
     TESTS_PID=$!
 fi
