@@ -191,7 +191,7 @@ def run_pipeline_bench(
         for index, prompt in enumerate(prompts):
             turn = (repeat + index) % len(labels)
             for label in labels[turn:] + labels[:turn]:
-                seconds, cpu, (tokens, nfe, fed) = _timed(runners[label], prompt, adapter.device)
+                seconds, cpu, (tokens, nfe, fed) = timed(runners[label], prompt, adapter.device)
                 outputs[label, index, repeat] = tokens
                 row = {"config": label, "prompt": index, "repeat": repeat, "seconds": seconds, "cpu_seconds": cpu,
                        "nfe": nfe, "tokens_fed": fed}
@@ -205,8 +205,9 @@ def run_pipeline_bench(
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
 
 
-def _timed(run: Callable[[list[int]], Any], prompt: list[int], device: torch.device) -> tuple[float, float, Any]:
-    """(wall seconds, this process's CPU seconds, result) of one run."""
+def timed(run: Callable[[list[int]], Any], prompt: list[int], device: torch.device) -> tuple[float, float, Any]:
+    """(wall seconds, this process's CPU seconds, result) of one run; on CUDA the clocks start and
+    stop with the device idle, so the work queued on it counts."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     started, cpu_started = time.perf_counter(), time.process_time()

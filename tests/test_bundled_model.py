@@ -104,9 +104,8 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
     one pass. Measured on the first 4 held-out hard problems at gen 128: 3.25, 1.25, 1.5, 2.75 passes a
     block on step 74000 (mean 2.19), 3.25, 1.5, 2.5, 2.75 on step 69250 (mean 2.5), 4.5, 1.75, 1.5,
     3.0 on step 54233 (mean 2.69; the surer models commit some blocks faster), 2.5-4.25 on step
-    46500, 2.75-4.75 on step 40343 (the step-19250 model,
-    trained on the easy split only, committed whole blocks in ~1). Every prompt must take more than one
-    pass a block, and two on average."""
+    46500, 2.75-4.75 on step 40343 (the step-19250 model, trained on the easy split only, committed
+    whole blocks in ~1). Every prompt must take more than one pass a block, and two on average."""
     per_block = FLOORS.hard_passes(bundled)
     assert min(per_block) > 1 and sum(per_block) / len(per_block) >= 2, per_block
 

@@ -11,12 +11,13 @@ machine (about 5 minutes on an H200).
 from __future__ import annotations
 
 import json
-import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
+from dllm_viz.bench_pipeline import timed
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
@@ -73,12 +74,6 @@ def build_random_llada(directory: Path, tokenizer_source: Path, shape: dict[str,
     return directory
 
 
-def synchronize(adapter: ModelAdapter) -> None:
-    """Wait for the adapter's device, so a wall clock read after it counts the work queued on it."""
-    if adapter.device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tuple[int, ...],
                      label: str) -> None:
     """Wall-clock of one threshold decode per cache mode and gen length, after a warm-up each.
@@ -93,11 +88,9 @@ def time_cache_modes(adapter: ModelAdapter, prompt: list[int], gen_lengths: tupl
         for cache in LLADA_CACHES:
             pipeline = Pipeline.from_names("threshold", block_length=32, cache=cache, threshold=0.9)
             decode(adapter, prompt, pipeline, DecodeConfig(gen_length=64))  # warm-up
-            synchronize(adapter)
-            started = time.perf_counter()
-            trace = decode(adapter, prompt, pipeline, DecodeConfig(gen_length=gen_length))
-            synchronize(adapter)
-            results[(gen_length, cache)] = (time.perf_counter() - started, trace)
+            run = partial(decode, adapter, pipeline=pipeline, config=DecodeConfig(gen_length=gen_length))
+            seconds, _, trace = timed(run, prompt, adapter.device)
+            results[(gen_length, cache)] = (seconds, trace)
             assert trace.is_complete
     for gen_length in gen_lengths:
         base = results[(gen_length, "none")][0]
