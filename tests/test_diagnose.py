@@ -11,7 +11,16 @@ from dllm_viz.cli import main
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import load
 from dllm_viz.tasks.arith import solution_roles
-from dllm_viz.train.diagnose import format_onehop, format_table, onehop_accuracy, role_accuracy, token_roles
+from dllm_viz.train.diagnose import (
+    EOS_TAIL,
+    binding_accuracy,
+    format_binding,
+    format_onehop,
+    format_table,
+    onehop_accuracy,
+    role_accuracy,
+    token_roles,
+)
 
 
 def test_every_character_of_a_solution_gets_its_role() -> None:
@@ -59,9 +68,38 @@ def test_an_oracle_scores_one_and_a_mask_copier_scores_zero(tiny_dir: Path, monk
         role_accuracy(adapter, problems, (0.0,))
 
 
+def test_binding_counts_last_names_an_oracle_gets_and_a_copier_misses(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    adapter = load(str(tiny_dir), device="cpu")
+    problems = heldout_problems("parallelbench/sort", 3) + heldout_problems("parallelbench/copy", 2)
+    problems += heldout_problems("arith", 1)  # no last names: skipped
+    truth = {tuple(adapter.encode_prompt(p.prompt)): token_roles(adapter, p.target)[0] for p in problems}
+    vocab, eos = adapter.info.vocab_size, adapter.info.eos_token_id
+
+    def oracle(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        prompt = next(key for key in truth if tuple(tokens[: len(key)].tolist()) == key)
+        return torch.nn.functional.one_hot(torch.tensor(truth[prompt] + [eos] * EOS_TAIL), vocab).float()
+
+    monkeypatch.setattr(adapter, "logits", oracle)
+    rows = binding_accuracy(adapter, problems)
+    names = sum(len(p.target.split('", "')) for p in problems[:3])
+    assert [r.op for r in rows] == ["sort", "copy"] and rows[0].bound[1] == rows[0].eliminable[1] >= names
+    assert all(r.bound[0] == r.bound[1] and r.eliminable[0] == r.eliminable[1] for r in rows)
+    assert "| sort | 1.00 (" in format_binding(rows)
+
+    def copier(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        return torch.nn.functional.one_hot(tokens[-last:], vocab).float()  # predicts [MASK] where masked
+
+    monkeypatch.setattr(adapter, "logits", copier)
+    assert all(r.bound[0] == r.eliminable[0] == 0 for r in binding_accuracy(adapter, problems))
+
+
 def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5"]) == 0
+    assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5",
+                 "--list-n", "1"]) == 0
     out = capsys.readouterr().out
+    assert "| list operation | last name by elimination | by binding |" in out and "| shuffle |" in out
     assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
     assert "| one-hop result |" in out and "| all |" in out and "| drill result |" in out
     assert "| carried lines |" in out and "| chained drill, carried lines |" in out

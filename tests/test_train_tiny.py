@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from dllm_viz.cli import train_tiny as cli
 from dllm_viz.tasks import HARD_FAMILIES, TASKS
+from dllm_viz.tasks.parallelbench import parse_list
 from dllm_viz.train.config import config_from_dict
 from dllm_viz.train.data import (
     DataConfig,
@@ -99,12 +100,27 @@ def test_answer_layout_marks_results_carries_and_the_final_answer(tokenizer: Pre
     assert not any(code_layout.computed)
 
 
+def test_a_list_answer_marks_each_last_name_as_bound_within_its_item(tokenizer: PreTrainedTokenizerFast) -> None:
+    problem = TASKS["parallelbench/sort"].generate(1, seed=3, split="train", min_length=4, max_length=4)[0]
+    (layout,) = answer_layouts(tokenizer, [problem])
+    pieces = tokenizer(problem.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    names = parse_list(problem.target)
+    assert names is not None and len(names) == 4
+    for item, name in enumerate(names):
+        on_item = [(a, b) for (a, b), unit in zip(pieces, layout.line, strict=True) if unit == item]
+        bound = "".join(problem.target[a:b] for (a, b), c in zip(pieces, layout.computed, strict=True)
+                        if c and (a, b) in on_item)
+        assert name.split(" ")[1] in bound and name.split(" ")[0] not in bound  # the last name, not the first
+    assert list(layout.line) == sorted(layout.line) and layout.line[-1] == 4  # the closing `]` after item 3
+
+
 def test_focus_masking_hides_every_computed_number_after_a_visible_prefix(
     tokenizer: PreTrainedTokenizerFast,
 ) -> None:
     ids = special_ids(tokenizer)
     problems = TASKS["arith"].generate(12, seed=2, split="train", min_ops=3, max_ops=4)
     problems += TASKS["code"].generate(2, seed=2, split="train")
+    problems += TASKS["parallelbench/shuffle"].generate(4, seed=2, split="train")  # last names: bound
     pairs = encode_pairs(tokenizer, problems)
     rows, is_answer, is_content = build_rows(pairs, 64, ids["eos_token_id"])
     layouts = answer_layouts(tokenizer, problems)
@@ -124,6 +140,7 @@ def test_focus_masking_hides_every_computed_number_after_a_visible_prefix(
         assert masked[(line >= cut) & torch.tensor(layout.computed)].all()
         assert not batch.is_masked[row, : len(prompt)].any()
     assert len(cuts) >= 2  # the cut line varies between rows
+    assert sum(any(layout.computed) for layout in layouts) == 16  # the lists get focus masking too
 
 
 def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: PreTrainedTokenizerFast) -> None:

@@ -1,4 +1,5 @@
-"""`python -m dllm_viz diagnose`: one-pass token accuracy by role (copy, carry, compute) on arithmetic."""
+"""`python -m dllm_viz diagnose`: one-pass token accuracy by role (copy, carry, compute) on arithmetic,
+and whether list answers bind each last name to its first name."""
 
 from __future__ import annotations
 
@@ -20,11 +21,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "worked line's result from the lines above and its own operands, later lines masked "
                     "(the state a block decoder computes in), on the held-out problems (all lines, then only "
                     "the carried lines 2+), on one-operation drills (`60 + 14`, the same operation without a "
-                    "story around it) and on the carried lines of chained drills (`6 + 4 * 2`).")
+                    "story around it) and on the carried lines of chained drills (`6 + 4 * 2`); last, per "
+                    "ParallelBench list operation, the last names written right with only that one masked "
+                    "(elimination works) and with every last name masked, first names visible (only binding "
+                    "each to its first name works).")
     parser.add_argument("--n", type=int, default=120, help="held-out arithmetic problems (default 120)")
     parser.add_argument("--ratios", default="0.15,0.5,1.0",
                         help="comma-separated masking ratios (default 0.15,0.5,1.0)")
     parser.add_argument("--seed", type=int, default=0, help="masking seed (default 0)")
+    parser.add_argument("--list-n", type=int, default=30,
+                        help="held-out problems per ParallelBench list operation for the binding table "
+                             "(default 30; 0 leaves the table out)")
     add_model_options(parser)
     parser.set_defaults(func=run)
 
@@ -40,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--ratios` must be comma-separated numbers, got {args.ratios!r}") from exc
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
+    if args.list_n < 0:
+        raise ValueError(f"`--list-n` must be >= 0 (0: no binding table), got {args.list_n}")
     adapter = load_model(args)
     problems = heldout_problems("arith", args.n)
     print(format_table(role_accuracy(adapter, problems, ratios, seed=args.seed)))
@@ -56,4 +65,11 @@ def run(args: argparse.Namespace) -> int:
     print()
     chained = task.drills(args.n, seed=DRILL_SEED, max_ops=CHAINED_DRILL_OPS)
     print(format_onehop(onehop_accuracy(adapter, chained, from_line=1), label="chained drill, carried lines"))
+    if args.list_n:
+        from dllm_viz.tasks.parallelbench import LIST_OPS
+        from dllm_viz.train.diagnose import binding_accuracy, format_binding
+
+        lists = [p for op in LIST_OPS for p in heldout_problems(f"parallelbench/{op}", args.list_n)]
+        print()
+        print(format_binding(binding_accuracy(adapter, lists)))
     return 0

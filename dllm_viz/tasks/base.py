@@ -7,6 +7,7 @@ a pure function of its canonical content, which is what makes train/held-out dis
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -121,3 +122,8 @@ def draw_distinct(n: int, split: Split, draw: Callable[[], Problem], what: str) 
         seen.add(problem.problem_id)
         out.append(problem)
     return out
+
+
+def running_count(text: str, char: str) -> list[int]:
+    """Per character of `text`, how many `char` come before it."""
+    return list(itertools.accumulate((c == char for c in text), initial=0))[: len(text)]

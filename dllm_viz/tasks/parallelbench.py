@@ -29,7 +29,7 @@ from functools import cache
 
 import numpy as np
 
-from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct, running_count
 
 FIRST_NAMES: tuple[str, ...] = (
     "Mia", "Tom", "Ava", "Leo", "Zoe", "Sam", "Emma", "Ben", "Lily", "Max", "Nora", "Omar", "Ivy",
@@ -54,6 +54,7 @@ MAX_LENGTH = 6
 LENGTH_CAP = 15
 SYMBOLS: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _LIST_RE = re.compile(r"\[([^\[\]]*)\]")
+_ITEM_RE = re.compile(r'"[^" ]+ ([^"]+)"')
 
 
 def format_list(names: list[str]) -> str:
@@ -68,6 +69,22 @@ def parse_list(completion: str) -> list[str] | None:
         return None
     body = found[-1].strip()
     return [item.strip().strip('"').strip("'").strip() for item in body.split(",")] if body else []
+
+
+def bound_names(answer: str) -> tuple[list[int], set[int]]:
+    """Per character of a list answer, the item it belongs to; and the characters of every last name.
+
+    Why: a last name is bound to the first name before it (the pair is one person of the prompt),
+    so writing it needs a lookup by content, not by position, once the line is reordered (sort,
+    shuffle). A model can instead eliminate: with every other last name visible, the one left is
+    right. Training masks every bound name from a cut item on (train/data.py `focus_pattern`),
+    the state a left-to-right decoder is in, where elimination is not available. A character's
+    item is the number of closed quote pairs before it: a name and its quotes are one item, the
+    `, ` between two names belongs to the later one.
+    """
+    item = [quotes // 2 for quotes in running_count(answer, '"')]
+    bound = {c for match in _ITEM_RE.finditer(answer) for c in range(match.start(1), match.end(1))}
+    return item, bound
 
 
 def _instruction(op: str, word: str, index: int) -> str:

@@ -19,7 +19,9 @@ import torch
 
 from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import COMPUTED_ROLES, ArithTask, solution_roles
+from dllm_viz.tasks.base import running_count
 from dllm_viz.tasks.hard_split import draw_mix
+from dllm_viz.tasks.parallelbench import WaitingLineTask, bound_names
 from dllm_viz.train.config import DataConfig
 
 if TYPE_CHECKING:
@@ -74,14 +76,27 @@ def encode_pairs(
 
 @dataclass(frozen=True, slots=True)
 class AnswerLayout:
-    """Per answer token: the solution line it starts on and whether it is a computed number.
+    """Per answer token: the unit it starts in and whether it is computed (or bound).
 
-    Computed numbers (COMPUTED_ROLES: results, carries, the final answer) exist only in
-    arithmetic solutions; a code answer has none, so focus masking never applies to it.
+    A unit is a solution line, or one item of a ParallelBench list answer. Computed tokens are an
+    arithmetic solution's numbers in COMPUTED_ROLES (results, carries, the final answer) and a
+    list answer's last names (`bound_names`: each is bound to the first name before it); a code
+    answer has neither, so focus masking never applies to it.
     """
 
     line: tuple[int, ...]
     computed: tuple[bool, ...]
+
+
+def _units(problem: Problem) -> tuple[list[int], set[int]]:
+    """Per character of the problem's target, its unit; and the characters that are computed."""
+    target = problem.target
+    if isinstance(TASKS.get(problem.task), WaitingLineTask):
+        return bound_names(target)
+    roles = solution_roles(target)  # empty for answers without worked lines (code, puzzles)
+    return running_count(target, "\n"), {
+        c for c, role in roles.items() if role in COMPUTED_ROLES
+    }
 
 
 def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Problem]) -> list[AnswerLayout]:
@@ -89,10 +104,10 @@ def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Proble
     encoded = tokenizer([p.target for p in problems], add_special_tokens=False, return_offsets_mapping=True)
     out = []
     for problem, offsets in zip(problems, encoded["offset_mapping"], strict=True):
-        roles = solution_roles(problem.target)  # empty for answers without worked lines (code, lists)
+        unit, computed = _units(problem)
         out.append(AnswerLayout(
-            line=tuple(problem.target.count("\n", 0, start) for start, _ in offsets),
-            computed=tuple(any(roles.get(c) in COMPUTED_ROLES for c in range(start, end)) for start, end in offsets),
+            line=tuple(unit[start] for start, _ in offsets),
+            computed=tuple(any(c in computed for c in range(start, end)) for start, end in offsets),
         ))  # fmt: skip
     return out
 
@@ -108,7 +123,10 @@ def focus_pattern(
     result 70% at half masking, and 11% of problems right when decoding, where the next line is
     still masked). For each row with a layout, a cut line k is drawn uniformly: lines before k
     stay visible (already decoded), every computed number from line k on is masked, and the rest
-    (operators, operands, format, EOS tail) keeps its i.i.d. masking.
+    (operators, operands, format, EOS tail) keeps its i.i.d. masking. A list answer's units are its
+    items and its computed tokens the last names: from item k on every last name is masked, so
+    none can be had by elimination (the step-74000 model had learned only that: `diagnose`'s
+    binding table).
     """
     must_mask = torch.zeros(shape, dtype=torch.bool)
     keep = torch.zeros(shape, dtype=torch.bool)

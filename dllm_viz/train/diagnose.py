@@ -11,6 +11,10 @@ copies right but `result` wrong has not learned the arithmetic.
 I.i.d. masking flatters `result`: the next line starts with the same number (its carry), so a
 masked result can usually be copied. `onehop_accuracy` scores the state a block decoder is in:
 earlier lines decoded, the line's operands visible, its result and every later line masked.
+
+`binding_accuracy` asks the same of ParallelBench's list answers: is a last name written because
+the model found its first name in the prompt (binding), or because it is the one last name left
+(elimination)?
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from dataclasses import dataclass
 import torch
 
 from dllm_viz.models.base import ModelAdapter
-from dllm_viz.tasks import Problem
+from dllm_viz.tasks import TASKS, Problem
 from dllm_viz.tasks.arith import SOLUTION_ROLES, solution_roles
+from dllm_viz.tasks.parallelbench import WaitingLineTask
 from dllm_viz.train.data import answer_layouts
 
 ROLES: tuple[str, ...] = (*SOLUTION_ROLES, "format", "eos")
@@ -134,6 +139,66 @@ def onehop_accuracy(
             tally[op][1] += 1
     rows = [OneHopAccuracy(op, c, n) for op, (c, n) in tally.items() if n]
     return [*rows, OneHopAccuracy("all", sum(r.correct for r in rows), sum(r.total for r in rows))]
+
+
+@dataclass(frozen=True)
+class BindingAccuracy:
+    """Last names of one list operation's answers the model writes right in one pass, two ways.
+
+    `eliminable`: one last name masked, every other visible (the one left over is right).
+    `bound`: every last name masked, every first name visible (only a lookup by content works).
+    Each is (correct, total) over last-name tokens.
+    """
+
+    op: str
+    eliminable: tuple[int, int]
+    bound: tuple[int, int]
+
+
+@torch.no_grad()
+def binding_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list[BindingAccuracy]:
+    """Per list operation of `problems` (ParallelBench waiting lines), last names right by elimination
+    and by binding (`BindingAccuracy`), answers written out with an EOS tail.
+
+    Why: a model that sorts or shuffles a line must carry each person's last name with the first
+    name; the step-74000 model wrote sorted first names with last names in the wrong places even
+    one token a pass, because it had only learned elimination (session 29, BENCHMARKS.md).
+    Problems whose answers hold no last name (other tasks) are skipped.
+    """
+    tally: dict[str, list[int]] = {}
+    for problem, layout in zip(problems, answer_layouts(adapter.tokenizer, problems), strict=True):
+        if not isinstance(TASKS.get(problem.task), WaitingLineTask) or not any(layout.computed):
+            continue
+        prompt = adapter.encode_prompt(problem.prompt)
+        answer, _ = token_roles(adapter, problem.target)
+        canvas = answer + [adapter.info.eos_token_id] * EOS_TAIL
+        last_names = [i for i, bound in enumerate(layout.computed) if bound]
+        counts = tally.setdefault(problem.task.removeprefix("parallelbench/"), [0, 0, 0, 0])
+
+        for i in last_names:
+            counts[0] += _right_when_masked(adapter, prompt, canvas, [i])
+        counts[2] += _right_when_masked(adapter, prompt, canvas, last_names)
+        counts[1] += len(last_names)
+        counts[3] += len(last_names)
+    return [BindingAccuracy(op, (c[0], c[1]), (c[2], c[3])) for op, c in tally.items()]
+
+
+def _right_when_masked(adapter: ModelAdapter, prompt: list[int], canvas: list[int], masked: Sequence[int]) -> int:
+    """How many of the `masked` positions of `canvas` the model's one-pass argmax gets right."""
+    tokens = list(canvas)
+    for i in masked:
+        tokens[i] = adapter.info.mask_token_id
+    predicted = adapter.logits(torch.tensor(prompt + tokens), last=len(tokens)).argmax(dim=-1)
+    return sum(int(predicted[i]) == canvas[i] for i in masked)
+
+
+def format_binding(rows: Sequence[BindingAccuracy]) -> str:
+    """Markdown table: one row per list operation, last names right by elimination and by binding."""
+    def cell(counts: tuple[int, int]) -> str:
+        return f"{counts[0] / counts[1]:.2f} ({counts[1]})"
+
+    lines = ["| list operation | last name by elimination | by binding |", "|---|---|---|"]
+    return "\n".join([*lines, *(f"| {r.op} | {cell(r.eliminable)} | {cell(r.bound)} |" for r in rows)])
 
 
 def format_onehop(rows: Sequence[OneHopAccuracy], label: str = "one-hop result") -> str:
