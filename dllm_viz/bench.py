@@ -37,7 +37,8 @@ ROW_KINDS: dict[str, str] = {
     "config": "text", "problem_id": "text", "task": "text", "correct": "bool", "nfe": "number",
     "tokens": "number", "seconds": "number", "forward_seconds": "number", "policy_seconds": "number",
     "tokens_per_second": "number", "agrees_with_dense": "bool", "complete": "bool", "cut_off": "bool",
-    "candidate_flips": "number", "redundant_refinement": "number", "completion": "text",
+    "candidate_flips": "number", "redundant_refinement": "number", "redundant_answer_refinement": "number",
+    "completion": "text",
 }
 ROW_COLUMNS = tuple(ROW_KINDS)
 
@@ -236,7 +237,9 @@ def run_bench(
                 "tokens_per_second": result.tokens_per_second,
                 "agrees_with_dense": result.completion == dense_text, "complete": result.complete,
                 "cut_off": result.cut_off, "candidate_flips": candidate_flips(trace),
-                "redundant_refinement": wasted_refinement_fraction(trace), "completion": result.completion,
+                "redundant_refinement": wasted_refinement_fraction(trace),
+                "redundant_answer_refinement": wasted_refinement_fraction(trace, answer_only=True),
+                "completion": result.completion,
             }
             rows.append(row)
             if on_row is not None:
@@ -283,6 +286,7 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "aup": _aup_from_dense(grouped["correct"].mean(), tpf),
         "flip_share": _mean_of(rows, "candidate_flips", lambda c: c > 0),
         "redundant": _mean_of(rows, "redundant_refinement", lambda c: c),
+        "redundant_answer": _mean_of(rows, "redundant_answer_refinement", lambda c: c),
         "n": grouped.size(),
     }
     return pd.DataFrame({name: columns[name] for name in SUMMARY_COLUMNS})

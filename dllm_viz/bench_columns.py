@@ -32,5 +32,7 @@ SUMMARY_COLUMNS: dict[str, str] = {
                   "committed",
     "redundant": "mean share of masked token-steps spent on positions whose answer had already settled "
                  "(dllm_viz/dynamics.py)",
+    "redundant_answer": "the same over the answer's positions only, the end-of-text tail left out (known from "
+                        "the first pass, it dominates a canvas longer than the answer)",
     "n": "problems",
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
-from tests.trace_factory import hand_trace, make_trace
+from tests.trace_factory import EOS, hand_trace, make_trace
 
 # As tests/test_figures_views.py: position 0 holds 3 then 4 (committed at 4), position 1 goes 5 -> 6
 # (committed at 2), position 2 flips 7 -> 8 -> 7 (committed at 3), position 3 never commits.
@@ -23,3 +23,15 @@ def test_a_settled_answer_has_no_flip_and_empty_traces_have_none() -> None:
     assert candidate_flips(hand_trace(steady, [3, 3])) == 0
     assert wasted_refinement_fraction(hand_trace(steady, [3, 3])) == 6 / 8
     assert candidate_flips(make_trace(0, 4)) == 0
+
+
+def test_the_answer_share_leaves_the_end_of_text_tail_out() -> None:
+    # Position 0 settles at step 2 and commits at 3 (1 of its 4 masked steps wasted); positions 1-2
+    # are an EOS tail known from step 0 and committed at 3 (3 of 4 wasted each).
+    candidates = [[5, EOS, EOS], [6, EOS, EOS], [7, EOS, EOS], [7, EOS, EOS]]
+    trace = hand_trace(candidates, [3, 3, 3])
+    assert wasted_refinement_fraction(trace) == 7 / 12
+    assert wasted_refinement_fraction(trace, answer_only=True) == 1 / 4
+    tail_only = hand_trace([[EOS, EOS]] * 2, [1, 1])
+    assert wasted_refinement_fraction(tail_only) == 1 / 2
+    assert wasted_refinement_fraction(tail_only, answer_only=True) == 0.0

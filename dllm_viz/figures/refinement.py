@@ -43,7 +43,8 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     Returns:
         Three traces: one line scatter of all settled-to-commit segments (None-separated), the
         settled-step markers, and the commit-step markers (y = position, x = step); an
-        annotation states `wasted_refinement_fraction` as a percentage. A trace with token edits
+        annotation states `wasted_refinement_fraction` as a percentage, over every position and over
+        the answer's (end-of-text left out). A trace with token edits
         adds two more: a dotted line from each edited position's commit to its last edit, and
         one marker per edit (hover "edited: 'old' → 'new' at step s"); the annotation counts them.
     """
@@ -69,10 +70,11 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     events = trace.edit_events
     if events:
         traces += _edit_traces(trace)
-    share = wasted_refinement_fraction(trace)
+    share, answer = wasted_refinement_fraction(trace), wasted_refinement_fraction(trace, answer_only=True)
     edited = f"; {len(events)} edits changed {int((trace.edits_per_position > 0).sum())} committed positions"
     note = {"text": f"{share:.1%} of token-steps were spent on positions whose answer was already "
-                    f"settled{edited if events else ''}", "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+                    f"settled ({answer:.1%} on the answer, end-of-text left out){edited if events else ''}",
+            "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
             "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}
     default = titled("Redundant refinement", trace_label(trace), f"NFE {trace.nfe}")
     return figure(traces, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)),
