@@ -35,3 +35,14 @@ def test_the_answer_share_leaves_the_end_of_text_tail_out() -> None:
     tail_only = hand_trace([[EOS, EOS]] * 2, [1, 1])
     assert wasted_refinement_fraction(tail_only) == 1 / 2
     assert wasted_refinement_fraction(tail_only, answer_only=True) == 0.0
+
+
+def test_block_passes_counts_commit_steps_per_block_answer_and_tail_apart() -> None:
+    """tools/block_passes.py: a block's passes are the distinct steps its positions committed at."""
+    from tool_scripts import tool
+
+    # Block 0 (positions 0-1): answer text committed at steps 0 and 1; block 1: answer then EOS,
+    # one step; block 2: EOS only, one step.
+    candidates = [[5, 6, 7, EOS, EOS, EOS]] * 4
+    answer, tail = tool("block_passes").block_passes(hand_trace(candidates, [0, 1, 2, 2, 3, 3]), 2)
+    assert answer == [2, 1] and tail == [1]
