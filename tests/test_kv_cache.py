@@ -44,6 +44,22 @@ def test_partial_pass_after_an_unchanged_refresh_reproduces_it(family: str, mode
     torch.testing.assert_close(rows, expected, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("family", ["tiny", "dream"])
+def test_a_refresh_of_the_last_rows_gives_those_rows_and_the_whole_cache(family: str, tiny_dir: Path,
+                                                                        dream_adapter) -> None:
+    """The engine's refresh skips the prompt's rows (the LM head's work nobody reads), as `logits` does;
+    the keys and values it records are the whole sequence's all the same. Dream's rows are shifted."""
+    adapter = load(str(tiny_dir), device="cpu", dtype="float64") if family == "tiny" else dream_adapter
+    ids = torch.randint(10, 60, (40,), generator=torch.Generator().manual_seed(2))
+    full, whole = adapter.refresh(ids)
+    rows, cache = adapter.refresh(ids, last=24)
+    assert rows.shape[0] == 24
+    torch.testing.assert_close(rows, full[16:], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(rows, adapter.logits(ids, last=24), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(adapter.cached_logits(ids, cache, 16, 24, "dual"),
+                               adapter.cached_logits(ids, whole, 16, 24, "dual"), rtol=1e-9, atol=1e-9)
+
+
 def test_dual_cache_matches_a_hand_written_stale_cache_attention(llada_dir: Path) -> None:
     """Fresh window keys/values mixed with refresh-time keys/values elsewhere, in float64."""
     adapter = load(str(llada_dir), device="cpu", dtype="float64")

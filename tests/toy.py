@@ -58,9 +58,9 @@ class ToyAdapter(ModelAdapter):
         out[:, MASK] = -30.0
         return out
 
-    def refresh(self, tokens: torch.Tensor):  # type: ignore[no-untyped-def]
+    def refresh(self, tokens: torch.Tensor, *, last: int | None = None):  # type: ignore[no-untyped-def]
         """The toy has no keys/values: a 'cache' is just the tokens of the full pass."""
-        return self._toy_logits(tokens), ToyCache(tokens.clone())
+        return self._toy_logits(tokens)[-(last or tokens.shape[0]) :], ToyCache(tokens.clone())
 
     def cached_logits(self, tokens, cache, start, end, mode):  # type: ignore[no-untyped-def]
         """Emulates a stale cache: the toy sees the refresh-time canvas outside the query span."""

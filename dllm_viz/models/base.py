@@ -81,9 +81,7 @@ class ModelAdapter:
         """
         ids = tokens.to(self.device).view(1, -1)
         n = ids.shape[1]
-        last = n if last is None else last
-        extra = 1 if self.info.shift_logits and last < n else 0
-        keep = last + extra
+        keep, extra = self._rows_to_keep(n, last)
         if self.uses_remote_code:
             if valid is not None and valid < n:
                 raise ValueError("a remote-code model takes no attention mask, so the padding of aligned blocks "
@@ -93,7 +91,18 @@ class ModelAdapter:
         else:
             out = self.model(input_ids=ids, attention_mask=self.attention_mask(0, n, valid), use_cache=False,
                              logits_to_keep=keep).logits[0]
-        # With the extra row, row j of out[:-1] is the output at the position before row j's.
+        return self._kept_rows(out, extra)
+
+    def _rows_to_keep(self, n: int, last: int | None) -> tuple[int, bool]:
+        """Rows the LM head computes for the last `last` of `n` positions (None: all), and whether one
+        extra row leads them: a shifted-logits model (Dream) predicts each position from the one before."""
+        last = n if last is None else last
+        extra = self.info.shift_logits and last < n
+        return last + int(extra), extra
+
+    def _kept_rows(self, out: torch.Tensor, extra: bool) -> torch.Tensor:
+        """The rows `_rows_to_keep` asked for, one per position. With the extra row, row j of out[:-1]
+        is the output at the position before row j's."""
         return out[:-1] if extra else self._shift(out)
 
     @property
@@ -117,28 +126,32 @@ class ModelAdapter:
         return False
 
     def _run(self, ids: torch.Tensor, *, cache: WindowKVCache | None, position_start: int,
-             key_length: int) -> torch.Tensor:
-        """Forward `ids` (1-D) at absolute positions from `position_start`; raw (unshifted) logits."""
+             key_length: int, keep: int = 0) -> torch.Tensor:
+        """Forward `ids` (1-D) at absolute positions from `position_start`; raw (unshifted) logits of
+        the last `keep` positions (0: all)."""
         ids = ids.to(self.device).view(1, -1)
         dtype = next(self.model.parameters()).dtype
         mask = full_attention_mask(ids.shape[1], key_length, dtype=dtype, device=self.device)
         positions = torch.arange(position_start, position_start + ids.shape[1], device=self.device).view(1, -1)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
-                         use_cache=False)
+                         use_cache=False, logits_to_keep=keep)
         return out.logits[0]
 
     @torch.inference_mode()
-    def refresh(self, tokens: torch.Tensor) -> tuple[torch.Tensor, WindowKVCache]:
+    def refresh(self, tokens: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, WindowKVCache]:
         """A full pass that also records every layer's keys/values for later partial passes.
 
-        Returns the same logits as `logits(tokens)` (all rows) and the recorded cache.
+        Returns the same logits as `logits(tokens, last=last)` and the recorded cache. Why `last`:
+        the LM head over the prompt's rows is work no caller reads, and the refresh is most of what a
+        cached decode costs (it opens every block), so it skips them as the uncached pass does.
         """
         if not self.supports_cache:
             raise ValueError(f"KV caching needs a natively supported family, not {self.info.family!r}; "
                              "use cache='none'")
         cache = WindowKVCache(int(self.model.config.num_hidden_layers))
-        out = self._run(tokens, cache=cache, position_start=0, key_length=tokens.shape[0])
-        return self._shift(out), cache
+        keep, extra = self._rows_to_keep(tokens.shape[0], last)
+        out = self._run(tokens, cache=cache, position_start=0, key_length=tokens.shape[0], keep=keep)
+        return self._kept_rows(out, extra), cache
 
     @torch.inference_mode()
     def cached_logits(self, tokens: torch.Tensor, cache: WindowKVCache, start: int, end: int,
