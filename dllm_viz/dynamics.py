@@ -61,8 +61,8 @@ def wasted_refinement_fraction(trace: Trace, *, answer_only: bool = False) -> fl
         answer_only: leave out the positions whose final token ends the text (the end-of-text
             tail). Why: a model knows the tail from the first pass and semi-autoregressive blocks
             keep it masked to the end, so on a canvas longer than its answer the tail alone
-            decides the share (the bundled model under dense on the hard split at gen 256: 96.5%
-            over all positions, 72.6% over the answer's; session 29, BENCHMARKS.md).
+            decides the share (the bundled model under dense on the hard split at gen 256: 96.6%
+            over all positions, 72.3% over the answer's; session 29, BENCHMARKS.md).
 
     Returns:
         A fraction in [0, 1); 0.0 when nothing (of the answer, with `answer_only`) was committed.
