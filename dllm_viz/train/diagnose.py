@@ -173,14 +173,11 @@ def binding_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list
         answer, _ = token_roles(adapter, problem.target)
         canvas = answer + [adapter.info.eos_token_id] * EOS_TAIL
         last_names = [i for i, bound in enumerate(layout.computed) if bound]
-        counts = tally.setdefault(problem.task.removeprefix("parallelbench/"), [0, 0, 0, 0])
-
-        for i in last_names:
-            counts[0] += _right_when_masked(adapter, prompt, canvas, [i])
-        counts[2] += _right_when_masked(adapter, prompt, canvas, last_names)
-        counts[1] += len(last_names)
-        counts[3] += len(last_names)
-    return [BindingAccuracy(op, (c[0], c[1]), (c[2], c[3])) for op, c in tally.items()]
+        counts = tally.setdefault(problem.task.removeprefix("parallelbench/"), [0, 0, 0])  # eliminated, bound, of
+        counts[0] += sum(_right_when_masked(adapter, prompt, canvas, [i]) for i in last_names)
+        counts[1] += _right_when_masked(adapter, prompt, canvas, last_names)
+        counts[2] += len(last_names)
+    return [BindingAccuracy(op, (c[0], c[2]), (c[1], c[2])) for op, c in tally.items()]
 
 
 def _right_when_masked(adapter: ModelAdapter, prompt: list[int], canvas: list[int], masked: Sequence[int]) -> int:
