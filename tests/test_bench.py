@@ -279,3 +279,28 @@ def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, t
     short = compare.compare(base, longer, ("old", "new"))
     assert short.loc["dense", ["old_accuracy", "new_accuracy", "new_nfe", "gained", "problems"]].tolist() == \
         [0.0, 1.0, 16.0, 1, 1]
+
+
+def test_a_csv_of_an_earlier_version_is_read_but_not_resumed(tiny_dir: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A column added since a file was written (here `redundant_answer_refinement`, session 29) leaves
+    the file readable by the summary and merge tools, the column empty; `--resume` appends rows, so it
+    refuses the file with the reason."""
+    prompts = tmp_path / "mine.jsonl"
+    dump_problems(PROBLEMS, prompts)
+    args = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--prompts", str(prompts), "--policies",
+            "dense,threshold", "--gen-length", "16", "--block-length", "8", "--n", "2", "--out",
+            str(tmp_path / "old.csv")]
+    assert main(args) == 0
+    old = pd.read_csv(tmp_path / "old.csv").drop(columns=["redundant_answer_refinement"])
+    old.to_csv(tmp_path / "old.csv", index=False, lineterminator="\r\n")
+    capsys.readouterr()
+    assert tool("bench_summary").main([str(tmp_path / "old.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "redundant_answer" in out and "2 problems finished" in out
+    assert tool("merge_bench").main([str(tmp_path / "old.csv"), "--out", str(tmp_path / "merged.csv")]) == 0
+    merged = pd.read_csv(tmp_path / "merged.csv")
+    assert list(merged.columns) == list(ROW_COLUMNS) and merged["redundant_answer_refinement"].isna().all()
+    capsys.readouterr()
+    assert main([*args, "--resume"]) != 0
+    assert "written by another dllm_viz version" in capsys.readouterr().err

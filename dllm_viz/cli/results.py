@@ -162,18 +162,25 @@ def read_rows(path: Path, columns: Sequence[str]) -> tuple[list[dict[str, Any]],
     text follows them: a row still being written by a running command, or cut short by a kill, is
     left out (tools/bench_summary.py, tools/merge_bench.py, calibrate --dense-rows).
 
+    A csv an earlier version wrote, whose columns are some of `columns` (a column was added since,
+    e.g. `redundant_answer_refinement` in session 29), is read with the missing ones empty, so its
+    summaries, merges and dense rows stay usable; only `--resume`, which appends rows, needs the
+    file's columns to be this version's.
+
     Raises:
-        ValueError: a csv with other columns, or a jsonl line that is not JSON.
+        ValueError: a csv with columns `columns` lacks, or a jsonl line that is not JSON.
     """
-    text, rows, whole = _parse(path, columns)
+    text, rows, whole = _parse(path, columns, older=True)
     return rows, whole < len(text)
 
 
-def _parse(path: Path, columns: Sequence[str]) -> tuple[str, list[dict[str, Any]], int]:
-    """The file's text, its whole rows and the length of the text they span."""
+def _parse(path: Path, columns: Sequence[str], *, older: bool = False) -> tuple[str, list[dict[str, Any]], int]:
+    """The file's text, its whole rows and the length of the text they span (`older`: see read_rows)."""
     with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
         text = handle.read()
-    rows, whole = _csv_rows(text, columns) if path.suffix.lower() == ".csv" else _jsonl_rows(text, path)
+    if path.suffix.lower() != ".csv":
+        return text, *_jsonl_rows(text, path)
+    rows, whole = _csv_rows(text, columns, older=older)
     return text, rows, whole
 
 
@@ -197,7 +204,7 @@ def _jsonl_rows(text: str, path: Path) -> tuple[list[dict[str, Any]], int]:
     return rows, end
 
 
-def _csv_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
+def _csv_rows(text: str, columns: Sequence[str], *, older: bool = False) -> tuple[list[dict[str, Any]], int]:
     """Rows that csv.writer finished (all columns, ending in its \\r\\n; answers may hold plain
     newlines inside quotes) and the length of the text they span, header included."""
     consumed = 0
@@ -219,8 +226,11 @@ def _csv_rows(text: str, columns: Sequence[str]) -> tuple[list[dict[str, Any]], 
             rows.append(dict(zip(header, record, strict=True)))
         end = consumed
     if header is not None and list(header) != list(columns):
-        raise ValueError(f"the file's columns {header} are not this version's {list(columns)}: it was written by "
-                         "another dllm_viz version; read it with that version or start a new file")
+        if not (older and set(header) <= set(columns)):
+            raise ValueError(f"the file's columns {header} are not this version's {list(columns)}: it was written "
+                             "by another dllm_viz version; read it with that version or start a new file")
+        missing = dict.fromkeys((column for column in columns if column not in header), "")
+        rows = [{**missing, **row} for row in rows]
     return rows, end
 
 
