@@ -30,14 +30,17 @@
 # identity: train-tiny --grow-layers; 0 keeps the depth), SEED, LR (default 1e-3: the bundled model's
 # CPU stages peaked at 3e-4 to 5e-4 on batches of 32, and 1e-3 there cost 2-4 points of held-out
 # score at the peak; 8x the rows a step allows about sqrt(8) times the rate; session 28's stage at
-# 1e-3 dipped 1 point and gained 0.7), HARD_WEIGHT (a `train-tiny --hard-weight FAMILY=WEIGHT`, e.g.
-# hard/chain=0.5; empty keeps the held-out mix), EVAL_EVERY and SNAPSHOT_EVERY (steps), N_HARD
+# 1e-3 dipped 1 point and gained 0.7), HARD_WEIGHT (space-separated `train-tiny --hard-weight
+# FAMILY=WEIGHT`s, e.g. "hard/chain=0.5 parallelbench/sort=0.15 parallelbench/shuffle=0.15", the
+# binding recipe of session 29; empty keeps the held-out mix), LIST_BATCH (rows of a list drill
+# step, default BATCH), EVAL_EVERY and SNAPSHOT_EVERY (steps), N_HARD
 # problems per hard family and N_EASY easy arithmetic problems (held out, the first ones), SHARDS
 # processes per bench (problems are split by --skip and joined with tools/merge_bench.py), TESTS_S
 # (seconds the `gpu` tests may take).
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
+LIST_BATCH=${LIST_BATCH:-$BATCH}
 if [[ -z "${INIT:-}" ]]; then
     INIT=dllm_viz/assets/tiny; [[ -f training/hard_export/model.safetensors ]] && INIT=training/hard_export
 fi
@@ -70,11 +73,11 @@ if [[ $DEVICE == cuda* ]]; then
         > "$OUT/gpu_tests.log" 2>&1 &
     TESTS_PID=$!
 fi
-hard_weight=(); [[ -n $HARD_WEIGHT ]] && hard_weight=(--hard-weight "$HARD_WEIGHT")
+hard_weight=(); for weight in $HARD_WEIGHT; do hard_weight+=(--hard-weight "$weight"); done
 python -m dllm_viz train-tiny --init-from "$INIT" --out "$WORK/run" --export-dir "$WORK/export" \
     --minutes "$MINUTES" --hard-fraction 0.6 --code-fraction 0.1 --drill-every 3 --list-drill-every 3 \
     --lr "$LR" --warmup-steps 200 --seed "$SEED" --device "$DEVICE" --data-workers "$WORKERS" \
-    --batch-size "$BATCH" --drill-batch-size $((BATCH * 2)) --list-drill-batch-size "$BATCH" --grow-layers "$GROW" \
+    --batch-size "$BATCH" --drill-batch-size $((BATCH * 2)) --list-drill-batch-size "$LIST_BATCH" --grow-layers "$GROW" \
     --eval-every "$EVAL_EVERY" --snapshot-every "$SNAPSHOT_EVERY" "${hard_weight[@]}" \
     > "$OUT/train.log" 2>&1 || echo "train-tiny failed: see train.log" >> "$OUT/summary.txt"
 # The two last snapshots other than the exported step, one tar each (a tar of all would pass the
