@@ -71,7 +71,7 @@ def wasted_refinement_fraction(trace: Trace, *, answer_only: bool = False) -> fl
     settled = settled_step(trace).astype(np.int64)
     committed = commit >= 0
     if answer_only:
-        committed &= ~np.isin(trace.final_tokens, trace.stop_token_ids)
+        committed &= ~trace.is_end_of_text
     spent = int((commit[committed] + 1).sum())
     wasted = int((commit - settled)[committed & (settled >= 0)].sum())
     return wasted / spent if spent else 0.0
@@ -91,8 +91,7 @@ def candidate_flips(trace: Trace) -> int:
     steps = np.arange(trace.num_steps)[:, None]
     live = masked & (steps <= commit[None, :])
     changed = (trace.candidate[1:] != trace.candidate[:-1]) & live[1:] & live[:-1]
-    answer = ~np.isin(trace.final_tokens, trace.stop_token_ids)
-    return int((changed.any(axis=0) & answer).sum())
+    return int((changed.any(axis=0) & ~trace.is_end_of_text).sum())
 
 
 def candidate_history(trace: Trace, position: int) -> list[tuple[int, str]]:

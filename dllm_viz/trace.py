@@ -200,13 +200,19 @@ class Trace:
         return list(self.meta.stop_token_ids)
 
     @property
+    def is_end_of_text(self) -> np.ndarray:
+        """[L] True where the final token is an EOS/EoT id: the tail after the answer, which views
+        and counts of the answer leave out."""
+        return np.isin(self.final_tokens, self.stop_token_ids)
+
+    @property
     def cut_off(self) -> bool:
         """True when no EOS/EoT token is anywhere in the final canvas: the answer ran out of room.
 
         (A model trained with EOS padding can also squeeze an answer into a short canvas and end
         it with EOS; that is not detected.)
         """
-        return not bool(np.isin(self.final_tokens, self.stop_token_ids).any())
+        return not bool(self.is_end_of_text.any())
 
     def summary(self) -> dict[str, float]:
         """Headline numbers: NFE, wall seconds, answer tokens, tokens/s, tokens per step, policy
@@ -219,7 +225,7 @@ class Trace:
         post_steps the passes whose window had no mask left (`post_steps`); both 0 for other rules.
         """
         committed = self.commit_step >= 0
-        answer = int((committed & ~np.isin(self.final_tokens, self.stop_token_ids)).sum())
+        answer = int((committed & ~self.is_end_of_text).sum())
         seconds = self.wall_seconds
         return {
             "nfe": float(self.nfe),

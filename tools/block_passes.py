@@ -35,7 +35,7 @@ from dllm_viz.trace import Trace
 def block_passes(trace: Trace, block_length: int) -> tuple[list[int], list[int]]:
     """Passes of each block holding answer text, and of each block of end-of-text only."""
     commit = trace.commit_step
-    tail = np.isin(trace.final_tokens, trace.stop_token_ids)
+    tail = trace.is_end_of_text
     answer, eos = [], []
     for start in range(0, trace.gen_length, block_length):
         steps = commit[start : start + block_length]
@@ -69,7 +69,7 @@ def main() -> None:
         redundant_answer.append(wasted_refinement_fraction(trace, answer_only=True))
         correct.append(result.correct)
         nfe.append(result.nfe)
-        tokens.append(int((~np.isin(trace.final_tokens, trace.stop_token_ids)).sum()))
+        tokens.append(result.tokens)  # answer tokens, end-of-text left out (Trace.summary)
     count = len(problems)
     print(f"{args.model} {args.policy} on {args.tasks}, n={count}: accuracy {np.mean(correct):.3f}, "
           f"mean passes {np.mean(nfe):.2f}, answer tokens {np.mean(tokens):.1f}")
