@@ -17,13 +17,27 @@ one step more sequential than k = 1: one token a pass (`k=token` in the command'
 ideal model is as right as at k = 1, so a model that is not fails on something other than
 parallelism (the bundled model: many passes over a canvas whose end is already written).
 
+Beside it, each k is also measured the paper's way, item by item (`by_items`): windows of k whole
+list items, left to right (`ItemWindows`), and in each pass every item of the window gets its next
+token (`ItemByItem`). The ideal model draws each revealed item whole from its own marginal, so a
+person's last name follows their first name, but knows nothing of the other k - 1 items drawn in the
+same step; here likewise an item is written token by token and its k - 1 neighbours in parallel.
+(Committing a whole item in one pass instead draws the last name beside the first name, not after
+it, so a two-token item is itself parallel: session 30's step-77750 model then shuffled 0 of 4 lines
+of five right even at k = 1, against 3 of 4 token by token.) The order is left to right, where the ideal model's
+marginals do not care. The confidence-ordered curve is harsher: its first passes commit the format
+tokens of every item (quotes, commas) and leave the names for last (session 29).
+
     python -m dllm_viz.tasks.parallelbench_theory --op shuffle --n 5 --model tiny --problems 30
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import ClassVar
 
 import numpy as np
 
@@ -31,9 +45,11 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import run_problem
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import FixedBlocks, FixedStepsPolicy, Pipeline
+from dllm_viz.policies.base import BlockSizer, CommitRule, Decision, StepView
 from dllm_viz.tasks import Problem, get_task
 from dllm_viz.tasks.parallelbench_theory import THEORY_OPS, closed_form_accuracy
 from dllm_viz.train.config import DataConfig
+from dllm_viz.train.data import answer_layouts
 
 # The shortest canvas a training row has: the curve's canvases are at least this long.
 CURVE_CANVAS = min(DataConfig().canvas_lengths)
@@ -55,6 +71,61 @@ class CurvePoint:
     closed_form: float
     tokens_per_step: float
     problems: int
+    # Item by item (`ItemByItem`): accuracy and mean passes; None at k = token.
+    item_accuracy: float | None = None
+    item_passes: float | None = None
+
+
+@dataclass(frozen=True)
+class ItemByItem(CommitRule):
+    """Each pass commits the first open position of every list item in the window.
+
+    `items` is each canvas position's item (-1 where nothing is to be written). A measurement rule
+    for this curve only, like `ItemWindows`.
+    """
+
+    name: ClassVar[str] = "item_by_item"
+    items: tuple[int, ...] = ()
+
+    def init_state(self, gen_length: int) -> None:
+        return None
+
+    def step(self, view: StepView, state: None) -> tuple[Decision, None]:
+        open_ = np.flatnonzero(view.open_positions)
+        _, first = np.unique(np.asarray(self.items)[open_], return_index=True)  # open_ is ascending
+        commit = np.zeros_like(view.open_positions)
+        commit[open_[first]] = True
+        return Decision.of(commit, "quota"), state
+
+
+@dataclass(frozen=True)
+class ItemWindows(BlockSizer):
+    """Windows that end at given positions: here, after every k list items (`item_window_ends`).
+
+    A measurement sizer for this curve only (not in the policy registry: its ends belong to one
+    problem's answer, not to a knob a user sets).
+    """
+
+    name: ClassVar[str] = "items"
+    ends: tuple[int, ...] = ()
+
+    def validate(self, gen_length: int) -> None:
+        if not self.ends or self.ends[-1] != gen_length or any(b <= a for a, b in pairwise((0, *self.ends))):
+            raise ValueError(f"`ends` must rise strictly from above 0 to gen_length={gen_length}, got {self.ends}")
+
+    def window_end(self, view: StepView, start: int) -> tuple[int, Mapping[str, np.ndarray]]:
+        return next(end for end in self.ends if end > start), {}
+
+
+def item_window_ends(items: tuple[int, ...], n: int, k: int, canvas_length: int) -> tuple[int, ...]:
+    """Window ends that put k list items in each window, the last taking the remainder, the closing
+    bracket and the given end-of-text tail.
+
+    `items` is each answer token's item (train/data.py `answer_layouts`: item i is its name and the
+    `, ` before it; the closing bracket is item n).
+    """
+    starts = [items.index(first) for first in range(k, n, k)]
+    return (*starts, canvas_length)
 
 
 def curve_problems(op: str, n: int, count: int, *, seed: int = 0) -> list[Problem]:
@@ -78,9 +149,10 @@ def given_length_canvas(adapter: ModelAdapter, answer_tokens: int) -> np.ndarray
 
 def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: int) -> list[CurvePoint]:
     """The measured and closed-form accuracy on `problems` (n names each): first one token a pass
-    (k None), then k = 1..n items a pass."""
+    (k None), then k = 1..n items a pass, by confidence and item by item."""
     lengths = [answer_length(adapter, problem) for problem in problems]
     canvases = [given_length_canvas(adapter, length) for length in lengths]
+    items = [layout.line for layout in answer_layouts(adapter.tokenizer, problems)]
 
     def correct(steps: int | None) -> int:
         """Problems right with `steps` passes each (None: as many as the problem's answer has tokens)."""
@@ -89,12 +161,23 @@ def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: in
                                DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
                    for problem, canvas, length in zip(problems, canvases, lengths, strict=True))
 
+    def correct_by_items(k: int) -> tuple[int, int]:
+        """Problems right with k items written a window, a token of each a pass; and the passes."""
+        results = [run_problem(adapter, problem,
+                               Pipeline(ItemByItem((*line, *[-1] * (len(canvas) - len(line)))),
+                                        ItemWindows(item_window_ends(line, n, k, len(canvas)))),
+                               DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0]
+                   for problem, canvas, line in zip(problems, canvases, items, strict=True)]
+        return sum(r.correct for r in results), sum(r.nfe for r in results)
+
     count = len(problems)
     points = [CurvePoint(k=None, steps=round(sum(lengths) / count), accuracy=correct(None) / count,
                          closed_form=closed_form_accuracy(op, n, 1), tokens_per_step=1.0, problems=count)]
     for k in range(1, n + 1):
         steps = math.ceil(n / k)
+        item_correct, item_passes = correct_by_items(k)
         points.append(CurvePoint(k=k, steps=steps, accuracy=correct(steps) / count,
                                  closed_form=closed_form_accuracy(op, n, k),
-                                 tokens_per_step=sum(lengths) / (steps * count), problems=count))
+                                 tokens_per_step=sum(lengths) / (steps * count), problems=count,
+                                 item_accuracy=item_correct / count, item_passes=item_passes / count))
     return points

@@ -8,9 +8,18 @@ import pytest
 import torch
 
 from dllm_viz.models import ModelAdapter, load
-from dllm_viz.parallelism_curve import CURVE_CANVAS, answer_length, curve_problems, given_length_canvas, measure_curve
+from dllm_viz.parallelism_curve import (
+    CURVE_CANVAS,
+    ItemWindows,
+    answer_length,
+    curve_problems,
+    given_length_canvas,
+    item_window_ends,
+    measure_curve,
+)
 from dllm_viz.tasks import Problem
 from dllm_viz.tasks.parallelbench_theory import closed_form_accuracy, main
+from dllm_viz.train.data import answer_layouts
 
 
 class Oracle(ModelAdapter):
@@ -92,6 +101,41 @@ def test_the_closed_form_column_is_the_papers_for_each_k(bundled: ModelAdapter) 
     points = measure_curve(Oracle(bundled, problems), problems, "shuffle", 3)
     assert [p.closed_form for p in points] == [closed_form_accuracy("shuffle", 3, k) for k in (1, 1, 2, 3)]
     assert all(p.accuracy == 1.0 for p in points)  # the oracle writes the reference, one valid shuffle
+
+
+
+def test_item_windows_hold_k_whole_items_the_last_one_the_rest() -> None:
+    """Items as `answer_layouts` numbers them: `["A B"` is item 0, `, "C D"` item 1, `]` item n."""
+    items = (0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3)  # three names and the closing bracket
+    assert item_window_ends(items, 3, 1, 64) == (4, 9, 64)
+    assert item_window_ends(items, 3, 2, 64) == (9, 64)
+    assert item_window_ends(items, 3, 3, 64) == (64,)
+    with pytest.raises(ValueError, match="gen_length=64"):
+        ItemWindows((9, 32)).validate(64)
+    with pytest.raises(ValueError, match=r"\(9, 9, 64\)"):
+        ItemWindows((9, 9, 64)).validate(64)
+
+
+def test_item_by_item_writes_each_item_a_token_a_pass_its_window_in_parallel(bundled: ModelAdapter) -> None:
+    """The paper's protocol: a window of k items takes as many passes as its longest item, and each
+    pass commits one token of every item still open in it (the oracle's inputs show it)."""
+    problems = curve_problems("copy", 4, 1)
+    oracle = Oracle(bundled, problems)
+    points = {p.k: p for p in measure_curve(oracle, problems, "copy", 4)}
+    assert all(p.item_accuracy == 1.0 for k, p in points.items() if k is not None)
+    assert points[None].item_accuracy is None
+    items = answer_layouts(bundled.tokenizer, problems)[0].line
+    sizes = [items.count(i) for i in range(5)]  # four names, then the closing bracket (one token)
+    assert sizes[4] == 1
+    assert points[1].item_passes == sum(sizes[:3]) + max(sizes[3], 1)
+    assert points[2].item_passes == max(sizes[:2]) + max(sizes[2:])
+    assert points[4].item_passes == max(sizes)
+    # At k = 4 the first pass sees every answer token open, the second five fewer (a token of each
+    # name and the bracket), the third four fewer again (the bracket is done).
+    answer = answer_length(bundled, problems[0])
+    open_counts = [row.count(bundled.info.mask_token_id) for row in oracle.inputs]
+    k4 = [answer, answer - 5, answer - 9]
+    assert any(open_counts[i:i + 3] == k4 for i in range(len(open_counts)))
 
 
 def test_bad_requests_name_the_value(capsys: pytest.CaptureFixture[str]) -> None:

@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None,
                         help="also measure the curve on this model (dllm_viz/parallelism_curve.py): only the "
                              "answer's tokens open, the end-of-text tail given, fixed_steps with ceil(n/k) steps, "
-                             "and first one token a pass (k=token)")
+                             "and first one token a pass (k=token); beside it (by_items) windows of k items left to "
+                             "right, a token of each item a pass: the closed form's protocol")
     parser.add_argument("--problems", type=int, default=30, help="held-out problems per k (with --model)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model={args.model} problems={args.problems}")
     for p in points:
         k = "token" if p.k is None else p.k  # one token a pass: the sequential end of the curve
-        print(f"k={k} steps={p.steps} tokens/step={p.tokens_per_step:.1f} measured={p.accuracy:.4f} "
+        items = "" if p.item_accuracy is None else f" by_items={p.item_accuracy:.4f} ({p.item_passes:.1f} passes)"
+        print(f"k={k} steps={p.steps} tokens/step={p.tokens_per_step:.1f} measured={p.accuracy:.4f}{items} "
               f"closed_form={p.closed_form:.4f}")
     return 0
 
