@@ -117,7 +117,7 @@ wait
 
 # ParallelBench against its closed forms (BENCHMARKS.md), then the bundled model's own tests.
 curves() {
-    for op in copy replace_index shuffle; do
+    for op in copy replace_index shuffle replace_random; do
         python -m dllm_viz.tasks.parallelbench_theory --op "$op" --n 5 --model tiny --problems 16 || return 1
     done
 }
