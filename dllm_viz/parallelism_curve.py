@@ -34,7 +34,7 @@ tokens of every item (quotes, commas) and leave the names for last (session 29).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import ClassVar
@@ -42,7 +42,7 @@ from typing import ClassVar
 import numpy as np
 
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import run_problem
+from dllm_viz.evaluation import ProblemResult, run_problem
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import FixedBlocks, FixedStepsPolicy, Pipeline
 from dllm_viz.policies.base import BlockSizer, CommitRule, Decision, StepView
@@ -154,20 +154,22 @@ def measure_curve(adapter: ModelAdapter, problems: list[Problem], op: str, n: in
     canvases = [given_length_canvas(adapter, length) for length in lengths]
     items = [layout.line for layout in answer_layouts(adapter.tokenizer, problems)]
 
+    def decode_all(pipeline: Callable[[int], Pipeline]) -> list[ProblemResult]:
+        """Each problem decoded on its canvas by `pipeline(i)`, i its index."""
+        return [run_problem(adapter, problem, pipeline(i), DecodeConfig(gen_length=len(canvases[i])),
+                            initial_tokens=canvases[i])[0]
+                for i, problem in enumerate(problems)]
+
     def correct(steps: int | None) -> int:
         """Problems right with `steps` passes each (None: as many as the problem's answer has tokens)."""
-        return sum(run_problem(adapter, problem,
-                               Pipeline(FixedStepsPolicy(steps=steps or length), FixedBlocks(len(canvas))),
-                               DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0].correct
-                   for problem, canvas, length in zip(problems, canvases, lengths, strict=True))
+        return sum(r.correct for r in decode_all(lambda i: Pipeline(FixedStepsPolicy(steps=steps or lengths[i]),
+                                                                    FixedBlocks(len(canvases[i])))))
 
     def correct_by_items(k: int) -> tuple[int, int]:
         """Problems right with k items written a window, a token of each a pass; and the passes."""
-        results = [run_problem(adapter, problem,
-                               Pipeline(ItemByItem((*line, *[-1] * (len(canvas) - len(line)))),
-                                        ItemWindows(item_window_ends(line, n, k, len(canvas)))),
-                               DecodeConfig(gen_length=len(canvas)), initial_tokens=canvas)[0]
-                   for problem, canvas, line in zip(problems, canvases, items, strict=True)]
+        results = decode_all(lambda i: Pipeline(
+            ItemByItem((*items[i], *[-1] * (len(canvases[i]) - len(items[i])))),
+            ItemWindows(item_window_ends(items[i], n, k, len(canvases[i])))))
         return sum(r.correct for r in results), sum(r.nfe for r in results)
 
     count = len(problems)
