@@ -28,7 +28,7 @@ from dllm_viz.policies.knobs import parse_knob
 from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
 from dllm_viz.policies.registry import BLOCKS, EXTRAPOLATORS, RULES, STOPS, lookup
 from dllm_viz.sweep import Sweep
-from dllm_viz.tasks import Problem
+from dllm_viz.tasks import TASKS, Problem
 
 BASELINE = "dense"
 # Each row column and its kind ("text", "bool", "number"), in column order: what a CSV written by
@@ -279,7 +279,7 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
         "overhead": totals["policy_seconds"] / totals["forward_seconds"],
         "engine_overhead": (totals["seconds"] - totals["forward_seconds"] - totals["policy_seconds"])
         / totals["forward_seconds"],
-        "same_as_uncached": pd.Series({label: _same_as_uncached(rows, str(label)) for label in totals.index}),
+        **_same_as_uncached_columns(rows, [str(label) for label in totals.index]),
         "cut_off": (grouped["cut_off"].sum().astype(int) if "cut_off" in rows  # absent in CSVs of older runs
                     else pd.Series(0, index=totals.index)),
         "tpf": tpf,
@@ -431,14 +431,34 @@ def uncached_label(label: str) -> str | None:
     return "+".join(kept) if len(kept) < len(parts) else None
 
 
-def _same_as_uncached(rows: pd.DataFrame, label: str) -> float:
-    """Share of prompts whose cached output equals the uncached configuration's (NaN if not run)."""
+def _same_as_uncached_columns(rows: pd.DataFrame, labels: list[str]) -> dict[str, pd.Series]:
+    """`same_as_uncached` and `same_answer_as_uncached` per configuration (final answers are read
+    only when some cached configuration ran beside its uncached one)."""
+    paired = any(uncached_label(label) in labels for label in labels)
+    answered = rows.assign(answer=final_answers(rows)) if paired else rows
+    return {"same_as_uncached": pd.Series({label: _same_as_uncached(rows, label) for label in labels}),
+            "same_answer_as_uncached": pd.Series({label: _same_as_uncached(answered, label, "answer")
+                                                  for label in labels})}
+
+
+def _same_as_uncached(rows: pd.DataFrame, label: str, column: str = "completion") -> float:
+    """Share of prompts whose cached `column` (the output, or its final answer) equals the uncached
+    configuration's (NaN if that did not run)."""
     base = uncached_label(label)
     if base is None or base not in set(rows["config"]):
         return float("nan")
-    cached = rows[rows["config"] == label].set_index("problem_id")["completion"]
-    uncached = rows[rows["config"] == base].set_index("problem_id")["completion"]
+    cached = rows[rows["config"] == label].set_index("problem_id")[column]
+    uncached = rows[rows["config"] == base].set_index("problem_id")[column]
     common = cached.index.intersection(uncached.index)
     if common.empty:
         return float("nan")
     return float((cached[common].fillna("") == uncached[common].fillna("")).mean())
+
+
+def final_answers(rows: pd.DataFrame) -> pd.Series:
+    """Each row's final answer, read by its task (`Task.final_answer`); a row of a task the registry
+    does not know (a test's stand-in) keeps its whole completion, so it never counts as more alike."""
+    completions = rows["completion"].fillna("").astype(str)
+    readers = {name: TASKS[name].final_answer for name in rows["task"].unique() if name in TASKS}
+    return pd.Series([readers[task](text) if task in readers else text
+                      for task, text in zip(rows["task"], completions, strict=True)], index=rows.index, dtype=object)

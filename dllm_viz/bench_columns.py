@@ -23,6 +23,9 @@ SUMMARY_COLUMNS: dict[str, str] = {
                        "the same for every policy, so not the policy's cost",
     "same_as_uncached": "for a cached configuration (e.g. threshold+dual): share of outputs equal to the same "
                         "configuration's without the cache, when that ran too; NaN otherwise",
+    "same_answer_as_uncached": "the same over final answers, the part of an output the task's scorer reads: "
+                               "a cache that only changes an answer's surface form (a breadth problem's "
+                               "lines in another order) keeps it",
     "cut_off": "answers that filled the canvas without an end-of-text token: too short a gen length, not "
                "necessarily a wrong policy",
     "tpf": "answer tokens per forward pass (d3LLM's TPF)",

@@ -65,10 +65,29 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     dual_rows = rows[rows["config"] == "dense+dual"].set_index("problem_id")["completion"]
     assert summary.loc["dense+dual", "same_as_uncached"] == pytest.approx((dense_rows == dual_rows).mean())
     assert np.isnan(summary.loc["dense", "same_as_uncached"]) and np.isnan(summary.loc["threshold", "same_as_uncached"])
+    assert summary.loc["dense+dual", "same_answer_as_uncached"] >= summary.loc["dense+dual", "same_as_uncached"]
     # The policy's time is measured apart from the engine's: both are parts of the step.
     assert (rows["policy_seconds"] > 0).all()
     assert (rows["policy_seconds"] + rows["forward_seconds"] <= rows["seconds"]).all()
     assert (summary["engine_overhead"] > 0).all()
+
+
+def test_same_answer_as_uncached_reads_final_answers_by_task() -> None:
+    # A cache that reorders a breadth answer's lines keeps its answer; one that changes the number does not.
+    forms = {"b1": ("3 * 4 = 12\n2 * 5 = 10\n12 + 10 = 22\n#### 22", "5 * 2 = 10\n4 * 3 = 12\n10 + 12 = 22\n#### 22"),
+             "b2": ("2 * 2 = 4\n3 * 3 = 9\n4 + 9 = 13\n#### 13", "2 * 2 = 4\n3 * 3 = 9\n4 + 9 = 14\n#### 14"),
+             "x1": ("#### 5", "####  5")}  # a task the registry does not know keeps its whole output
+    rows = pd.DataFrame([
+        {**dict.fromkeys(ROW_COLUMNS, 0), "config": config, "problem_id": pid, "completion": pair[k],
+         "task": "stand-in" if pid == "x1" else "hard/breadth", "correct": True, "nfe": 4, "seconds": 1.0,
+         "forward_seconds": 0.5, "policy_seconds": 0.1, "tokens_per_second": 10.0, "agrees_with_dense": True,
+         "cut_off": False, "tokens": 8, "candidate_flips": 0, "redundant_refinement": 0.5,
+         "redundant_answer_refinement": 0.5}
+        for pid, pair in forms.items() for k, config in enumerate(["dense", "dense+dual"])])
+    summary = summarize_bench(rows)
+    assert summary.loc["dense+dual", "same_as_uncached"] == 0.0
+    assert summary.loc["dense+dual", "same_answer_as_uncached"] == pytest.approx(1 / 3)
+    assert np.isnan(summary.loc["dense", "same_answer_as_uncached"])
 
 
 def test_components_carry_their_own_options_over_the_shared_ones() -> None:

@@ -220,3 +220,33 @@ def test_parallelbench_closed_forms_match_the_papers_special_cases() -> None:
     assert closed_form_accuracy("replace_random", 5, 2) == 1.0  # the last step reveals one position
     with pytest.raises(ValueError, match="closed form"):
         closed_form_accuracy("sort", 4, 2)
+
+
+@pytest.mark.parametrize("name", [*FAMILIES, "arith", "code"])
+def test_equal_final_answers_get_equal_verdicts(name: str) -> None:
+    # Task.final_answer is what score reads: any two completions it maps together are judged alike.
+    task = get_task(name)
+    problems = task.generate(12, seed=3, split="heldout")
+    completions = [p.target for p in problems] + [p.target + "\n<eos>" for p in problems] + ["", "no answer here"]
+    for problem in problems[:4]:
+        verdicts: dict[str, set[bool]] = collections.defaultdict(set)
+        for text in completions:
+            verdicts[task.final_answer(text)].add(task.score(problem, text))
+        assert all(len(seen) == 1 for seen in verdicts.values()), verdicts
+        assert task.final_answer(problem.target)  # a target always has an answer to read
+
+
+def test_final_answers_ignore_surface_form_and_name_the_family_for_the_mix() -> None:
+    breadth = get_task("hard/breadth")
+    one, other = "3 * 4 = 12\n2 * 5 = 10\n12 + 10 = 22\n#### 22", "5 * 2 = 10\n4 * 3 = 12\n10 + 12 = 22\n#### 22"
+    assert breadth.final_answer(one) == breadth.final_answer(other) == "22"
+    assert breadth.final_answer("12 + 10 = 22") == ""
+    listing = get_task("parallelbench/reverse")
+    assert listing.final_answer('["Mia Stone", "Tom Reed"]') == listing.final_answer("[Mia Stone,Tom Reed]<eos>")
+    assert listing.final_answer('["Tom Reed", "Mia Stone"]') != listing.final_answer('["Mia Stone", "Tom Reed"]')
+    assert get_task("parallelbench/sudoku").final_answer("1,2,3,4\n3,4,1,2\n2,1,4,3\n4,3,2,1") == \
+        "1234\n3412\n2143\n4321"
+    assert get_task("code").final_answer("    return x\n") == "    return x\n"
+    assert get_task("gsm8k").final_answer("so 3 + 4 = 7\n#### 7") == "7"
+    with pytest.raises(ValueError, match=re.escape("get_task(problem.task)")):
+        get_task("hard").final_answer("#### 3")

@@ -335,3 +335,7 @@ class ArithTask:
         """True when the number after `####` equals the gold answer."""
         answer = extract_answer(completion)
         return answer is not None and answer == extract_answer(f"#### {problem.gold}")
+
+    def final_answer(self, completion: str) -> str:
+        """The normalised number after `####`."""
+        return extract_answer(completion) or ""

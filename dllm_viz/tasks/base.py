@@ -56,6 +56,15 @@ class Task(Protocol):
         """Whether `completion` (the model's answer text) solves `problem`."""
         ...
 
+    def final_answer(self, completion: str) -> str:
+        """The part of `completion` that `score` reads, normalised ("" when there is none).
+
+        Two completions with the same final answer get the same verdict on any problem, so
+        comparing final answers tells a change of answer from a change of surface form (a
+        breadth problem's lines in another order, a list's spacing).
+        """
+        ...
+
 
 def content_hash(canonical: str) -> str:
     """Stable hex digest of a problem's canonical content (independent of Python's hash seed)."""

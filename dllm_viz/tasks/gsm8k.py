@@ -111,6 +111,10 @@ class Gsm8kTask:
         """strict-match exact match."""
         return strict_match(completion) == problem.gold
 
+    def final_answer(self, completion: str) -> str:
+        """What strict-match extracts (the number after `#### `)."""
+        return strict_match(completion) or ""
+
     def score_both(self, problem: Problem, completion: str) -> dict[str, bool]:
         """Both lm-eval filters."""
         return {"strict": strict_match(completion) == problem.gold,

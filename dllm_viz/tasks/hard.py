@@ -170,6 +170,10 @@ class BreadthTask:
         answer = extract_answer(completion)
         return answer is not None and answer == extract_answer(f"#### {problem.gold}")
 
+    def final_answer(self, completion: str) -> str:
+        """The normalised number after `####`: the worked lines' order and form do not count."""
+        return extract_answer(completion) or ""
+
 
 def surface_lines(rng: random.Random, drawn: list[_Group]) -> list[str]:
     """One valid worked form of the group sums: a random order, each product either way round."""

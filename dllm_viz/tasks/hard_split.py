@@ -110,3 +110,12 @@ class HardTask:
     def score(self, problem: Problem, completion: str) -> bool:
         """The problem's own family's verdict."""
         return self._lookup(problem.task).score(problem, completion)
+
+    def final_answer(self, completion: str) -> str:
+        """Not decidable here: every hard problem carries its family's name, whose task reads it.
+
+        Raises:
+            ValueError: always, naming the fix.
+        """
+        raise ValueError("a hard problem's final answer is read by its family: use get_task(problem.task), "
+                         "e.g. 'hard/chain', not 'hard'")

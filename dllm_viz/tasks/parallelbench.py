@@ -185,6 +185,11 @@ class WaitingLineTask:
         names = parse_list(listing) or []
         return list_is_correct(self.op, names, word, int(index) if index else 0, answer)
 
+    def final_answer(self, completion: str) -> str:
+        """The last list's items, one canonical spelling (a list's spacing and quotes do not count)."""
+        answer = parse_list(completion)
+        return "" if answer is None else format_list(answer)
+
 
 def _is_latin(rows: list[list[str]], symbols: set[str]) -> bool:
     size = len(symbols)
@@ -302,6 +307,11 @@ class PuzzleTask:
         if self.puzzle == "latin_square":
             return _is_latin(grid, set(problem.gold))
         return "\n".join("".join(row) for row in grid) == problem.gold
+
+    def final_answer(self, completion: str) -> str:
+        """The parsed grid, a packed row a line."""
+        grid = parse_grid(completion)
+        return "" if grid is None else "\n".join("".join(row) for row in grid)
 
 
 def parallelbench_tasks() -> dict[str, WaitingLineTask | PuzzleTask]:
