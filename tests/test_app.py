@@ -20,7 +20,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.state.session_state import STREAMLIT_INTERNAL_KEY_PREFIX
 from streamlit.testing.v1 import AppTest
 
-from app_ui.common import sample_prompts, share_query
+from app_ui.common import DEFAULT_SAMPLE, sample_prompts, share_query
 from app_ui.export import npz_bytes
 from dllm_viz.bench import SUMMARY_COLUMNS
 from dllm_viz.figures import output_text as figures_output_text
@@ -218,11 +218,11 @@ def test_bad_input_shows_an_error_and_the_page_survives(dirs: dict[str, Path], q
                                                          prompt: str | None, message: str) -> None:
     at = open_app(query=query)
     if prompt is not None:
-        at.text_area(key="prompt_arith-1").set_value(prompt).run()
+        at.text_area(key=f"prompt_{DEFAULT_SAMPLE}").set_value(prompt).run()
     step(at)
     assert any(message in e for e in errors(at)), errors(at)
     assert "trace" not in at.session_state
-    at.text_area(key="prompt_arith-1").set_value("What is 3 + 4?").run()
+    at.text_area(key=f"prompt_{DEFAULT_SAMPLE}").set_value("What is 3 + 4?").run()
     assert not at.exception
 
 

@@ -112,6 +112,18 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
     assert min(per_block) > 1 and sum(per_block) / len(per_block) >= 2, per_block
 
 
+def test_the_apps_default_sample_shows_a_trade_off(bundled) -> None:
+    """The prompt pickers open on DEFAULT_SAMPLE (app_ui/common.py) so that a first visit shows the
+    testbed at work: decoded with the Decode page's defaults (threshold 0.9, gen 64, blocks of 32) the
+    bundled model answers it right, but in several passes a block, not in one (11 passes on step 77750)."""
+    from app_ui.common import DEFAULT_SAMPLE, sample_problems
+
+    problem = sample_problems()[DEFAULT_SAMPLE]
+    result, _ = run_problem(bundled, problem, Pipeline.from_names("threshold", threshold=0.9, block_length=32),
+                            DecodeConfig(gen_length=64))
+    assert result.correct and result.nfe >= 2 * (64 // 32), result
+
+
 def test_an_answer_longer_than_the_canvas_is_flagged_cut_off(bundled) -> None:
     """A hard held-out problem on a 16-position canvas runs out of room without any EOS (the model
     writes short arithmetic answers to fit, so a long list or chain is needed); an arithmetic

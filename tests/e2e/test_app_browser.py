@@ -129,7 +129,8 @@ def test_decode_run_step_keyboard_and_scrub(page: Any, app_url: str) -> None:
 def test_stop_keeps_the_partial_trace_and_run_continues_it(page: Any, app_url: str) -> None:
     from playwright.sync_api import expect
 
-    open_page(page, f"{app_url}/?gen=256&block_length=32", "run")
+    # a short prompt, so that 256 positions fit the test model's context and the run lasts long enough to stop
+    open_page(page, f"{app_url}/?sample=arith-1&gen=256&block_length=32", "run")
     page.locator(".st-key-run button:visible").first.click()
     page.locator(".st-key-stop button:visible").first.click()  # as soon as the run shows its Stop button
     settle(page, 1000)
