@@ -23,12 +23,13 @@ import streamlit as st
 from app_ui.live_chart import preload_charts
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
+from dllm_viz.evaluation import runs_code
 from dllm_viz.explain import model_summary
 from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.controller_weights import BUNDLED, load_controller
 from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
-from dllm_viz.tasks import load_problems
+from dllm_viz.tasks import get_task, load_problems
 from dllm_viz.tasks.base import Problem
 from dllm_viz.threads import THREADS_ENV, ThreadChoice, apply_inference_threads, env_override
 from dllm_viz.trace import Trace
@@ -140,6 +141,28 @@ def sample_problems() -> dict[str, Problem]:
     for problem in load_problems(path):
         out[f"{problem.task}-{sum(k.startswith(problem.task) for k in out) + 1}"] = problem
     return out
+
+
+ANSWER_MARKS = {True: "right ✓", False: "wrong ✗"}
+
+
+def checkable_samples() -> dict[str, Problem]:
+    """The bundled samples whose answers can be marked right or wrong without running code (not the
+    code ones: their scorer executes the completion)."""
+    return {sample_id: p for sample_id, p in sample_problems().items() if not runs_code([p])}
+
+
+def is_right(problem: Problem, trace: Trace) -> bool:
+    """Whether `trace`'s answer solves `problem`, by its task's own scorer (as bench scores it)."""
+    return bool(get_task(problem.task).score(problem, trace.meta.answer_text))
+
+
+def sample_verdict(trace: Trace) -> str | None:
+    """ANSWER_MARKS for `trace`'s answer when its prompt is a checkable bundled sample, unedited; None
+    for a prompt of one's own (no reference to mark it against) or a code sample."""
+    prompt = (trace.meta.prompt_text or "").strip()
+    problem = next((p for p in checkable_samples().values() if p.prompt.strip() == prompt), None) if prompt else None
+    return None if problem is None else ANSWER_MARKS[is_right(problem, trace)]
 
 
 def sample_prompts() -> dict[str, str]:
@@ -383,10 +406,12 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
 
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
     """One row per trace (dense first): NFE, time, speedups vs dense, throughput, policy overhead
-    (its calls' time per forward-pass time; blank for traces saved before it was recorded), agreement."""
+    (its calls' time per forward-pass time; blank for traces saved before it was recorded), agreement,
+    and, on a bundled sample's prompt, whether the answer is right (`sample_verdict`)."""
     base = dense.summary()
     rows = []
     for trace in [dense, *traces]:
+        verdict = sample_verdict(trace)
         summary = trace.summary()
         same = sum(a == b for a, b in zip(trace.final_tokens.tolist(), dense.final_tokens.tolist(), strict=False))
         rows.append({
@@ -397,6 +422,7 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
             "tokens/s": summary["tokens_per_second"], "tokens/step": summary["tokens_per_step"],
             "policy overhead %": 100 * summary["policy_overhead"],
             "same as dense": f"{same}/{dense.gen_length}",
+            **({} if verdict is None else {"answer": verdict}),
         })
     return rows
 

@@ -15,24 +15,24 @@ from collections import Counter
 import streamlit as st
 
 from app_ui.common import (
+    ANSWER_MARKS,
     DEFAULT_PROMPT,
+    checkable_samples,
     current_model,
     diff_html,
+    is_right,
     model_turn,
     require_app_frame,
-    sample_problems,
     sample_prompts,
 )
 from app_ui.live_chart import live_chart
 from dllm_viz import divergence, figures
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
-from dllm_viz.evaluation import runs_code
 from dllm_viz.explain import GLOSSARY
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.stepper import Stepper
-from dllm_viz.tasks import get_task
 from dllm_viz.tasks.base import Problem
 from dllm_viz.trace import Trace
 
@@ -105,21 +105,11 @@ def example(pipeline: Pipeline, steps: int | None = None, *, prompt: str = PROMP
                           repr(pipeline), steps, prompt, gen, adapter, pipeline)
 
 
-def checkable_examples() -> dict[str, Problem]:
-    """The demo problems chapter 5 can mark right or wrong without running code (not the code ones)."""
-    return {sample_id: p for sample_id, p in sample_problems().items() if not runs_code([p])}
-
-
 def canvas_for(problem: Problem) -> int:
     """Gen length for `problem`: its reference answer, end-of-text and some slack, in whole 32s
     (at least GEN), so one token per step is never wrong for lack of room."""
     need = len(adapter.encode_text(problem.target)) + 9 if adapter is not None else GEN
     return max(GEN, -(-need // 32) * 32)
-
-
-def is_right(problem: Problem, trace: Trace) -> bool:
-    """Whether `trace`'s answer solves `problem` (its task's own scorer, as bench scores it)."""
-    return bool(get_task(problem.task).score(problem, trace.meta.answer_text))
 
 
 def parallel_pair(problem: Problem, tau: float) -> tuple[Trace, Trace] | None:
@@ -197,7 +187,7 @@ elif chapter.startswith("4"):
         live_chart(figures.commit_order_heatmap(trace, tokens_per_row=block), key="learn_blocks")
     try_it(f"block length {block}", rule="fixed_steps", block_length=block)
 elif chapter.startswith("5"):
-    problems = checkable_examples() or {"example": Problem("arith", "example", PROMPT, "", "")}
+    problems = checkable_samples() or {"example": Problem("arith", "example", PROMPT, "", "")}
     if st.session_state.pop("learn_find", False):  # before the picker exists, so it can be set
         found = find_break(problems, float(st.session_state.get("learn_tau", 0.9)))
         if found is None:
@@ -225,11 +215,10 @@ elif chapter.startswith("5"):
         b.metric(f"NFE, threshold τ = {tau:g}", fast.nfe, delta=f"{fast.nfe - dense.nfe}", delta_color="inverse",
                  border=True)
         live_chart(figures.step_series_lines([dense, fast], x="step"), key="learn_nfe")
-        marks = {True: "right ✓", False: "wrong ✗"}
         left, right = st.columns(2)  # what the speed costs: the outputs, the words that changed marked
-        left.markdown(f"**Output, one token per step**: {marks[is_right(problem, dense)]}")
+        left.markdown(f"**Output, one token per step**: {ANSWER_MARKS[is_right(problem, dense)]}")
         left.code(figures.output_text(dense) or " ", language=None, wrap_lines=True)
-        right.markdown(f"**Output, τ = {tau:g}**: {marks[is_right(problem, fast)]} (words that differ from the "
+        right.markdown(f"**Output, τ = {tau:g}**: {ANSWER_MARKS[is_right(problem, fast)]} (words that differ from the "
                        "left marked)")
         right.html(diff_html(figures.output_text(dense), figures.output_text(fast)))
         if parted := divergence.parted_commits(dense, fast):

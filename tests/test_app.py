@@ -187,6 +187,7 @@ def test_step_runs_exactly_one_forward_pass_and_run_finishes_the_same_decode(dir
         assert panel(at)["trace"]["step"] == expected - 1  # the scrubber follows the newest step
     partial = at.session_state["trace"]
     assert not partial.is_complete and partial.meta.stop_reason == "incomplete"
+    assert panel(at)["trace"]["label"] == partial.meta.label  # no verdict on an unfinished answer
     assert any("Partial trace" in n["text"] for n in panel(at)["notices"])
     trigger(at, "scrub", 0)
     assert at.session_state["t"] == 0 and panel(at)["trace"]["step"] == 0
@@ -194,6 +195,8 @@ def test_step_runs_exactly_one_forward_pass_and_run_finishes_the_same_decode(dir
     at.run()
     assert panel(at)["trace"]["step"] == 0  # and the scrubber keeps its place until a new step
     continued = click(at, "run").session_state["trace"]
+    # finished, the default sample's answer is marked by its task's scorer
+    assert panel(at)["trace"]["label"] in {f"{continued.meta.label} · {m}" for m in ("right ✓", "wrong ✗")}
     fresh = click(open_app(query=FAST), "run").session_state["trace"]
     assert continued.nfe == fresh.nfe and (continued.tokens == fresh.tokens).all()
 
@@ -310,6 +313,10 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     dense, first, second = results
     assert dense.nfe == 32 and second.nfe == 16 and first.nfe < 32
     assert [m.value for m in at.metric if m.label == "NFE"] == [str(first.nfe), str(second.nfe)]
+    # the default prompt is a bundled sample, so every output is marked right or wrong by its task
+    marks = list(at.dataframe[0].value["answer"])
+    assert len(marks) == 3 and set(marks) <= {"right ✓", "wrong ✗"}
+    assert sum(m.value.startswith(f"**{first.meta.label}**: ") for m in at.markdown) == 1
     heatmaps = [c for c in charts(at) if c["data"][0]["type"] == "heatmap"]
     assert "Replay all on one step axis (HTML, works offline)" in [b.proto.label for b in at.get("download_button")]
     own = [h["layout"]["yaxis"].get("range") for h in heatmaps]
@@ -563,10 +570,10 @@ def test_find_a_break_says_when_no_example_breaks_and_picks_the_one_that_does(
         def score(self, problem: Any, completion: str) -> bool:
             return problem.prompt == right["prompt"] and completion.strip() == right["answer"]
 
-    monkeypatch.setattr("dllm_viz.tasks.get_task", lambda name: Nothing())
+    monkeypatch.setattr("app_ui.common.get_task", lambda name: Nothing())
     click(at, "learn_find_button")
     assert any("no example breaks" in i.value for i in at.info), [i.value for i in at.info]
-    monkeypatch.setattr("dllm_viz.tasks.get_task", lambda name: OnlyDense())
+    monkeypatch.setattr("app_ui.common.get_task", lambda name: OnlyDense())
     first = at.selectbox(key="learn_example").options[0]
     at.selectbox(key="learn_example").set_value(first).run()
     click(at, "learn_find_button")

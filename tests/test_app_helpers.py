@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 from app_ui.common import (
+    ANSWER_MARKS,
     OWN_PROMPT,
     PromptError,
     check_prompt,
     comparison_rows,
     diff_html,
     prompt_query,
+    sample_problems,
+    sample_verdict,
     share_query,
 )
 from app_ui.export import npz_bytes, png_available, png_bytes, uploaded_trace
@@ -98,6 +101,25 @@ def test_comparison_rows_show_policy_overhead_and_leave_it_blank_when_unknown(de
     assert overhead[1] > 0 and np.isnan(overhead[2])
     assert np.isnan(old.summary()["policy_ms_per_pass"])
     assert replayed.summary()["policy_ms_per_pass"] == pytest.approx(1e3 * replayed.policy_seconds.sum() / replayed.nfe)
+
+
+def test_answers_to_bundled_samples_are_marked_and_others_are_not(dense: Trace) -> None:
+    samples = sample_problems()
+    breadth, code = samples["hard/breadth-1"], samples["code-1"]
+
+    def answered(prompt: str | None, answer: str) -> Trace:
+        return replace(dense, meta=dense.meta.replace(prompt_text=prompt, answer_text=answer))
+
+    reordered = "\n".join([*reversed(breadth.target.split("\n")[:2]), *breadth.target.split("\n")[2:]])
+    assert sample_verdict(answered(breadth.prompt, breadth.target)) == ANSWER_MARKS[True]
+    assert sample_verdict(answered(breadth.prompt + "\n", reordered)) == ANSWER_MARKS[True]  # any valid form
+    assert sample_verdict(answered(breadth.prompt, breadth.target.replace("####", "## "))) == ANSWER_MARKS[False]
+    assert sample_verdict(answered("What is 3 + 4?", "#### 7")) is None  # a prompt of one's own: no reference
+    assert sample_verdict(answered(None, "#### 7")) is None
+    assert sample_verdict(answered(code.prompt, code.target)) is None  # marking it would run the code
+    rows = comparison_rows(answered(breadth.prompt, breadth.target), [answered(breadth.prompt, "#### 1")])
+    assert [row["answer"] for row in rows] == [ANSWER_MARKS[True], ANSWER_MARKS[False]]
+    assert "answer" not in comparison_rows(dense, [dense])[0]
 
 
 def test_npz_export_round_trips_and_a_corrupt_upload_is_refused(dense: Trace) -> None:
