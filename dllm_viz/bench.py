@@ -459,6 +459,7 @@ def final_answers(rows: pd.DataFrame) -> pd.Series:
     """Each row's final answer, read by its task (`Task.final_answer`); a row of a task the registry
     does not know (a test's stand-in) keeps its whole completion, so it never counts as more alike."""
     completions = rows["completion"].fillna("").astype(str)
-    readers = {name: TASKS[name].final_answer for name in rows["task"].unique() if name in TASKS}
+    tasks = rows["task"] if "task" in rows else pd.Series("", index=rows.index)
+    readers = {name: TASKS[name].final_answer for name in tasks.unique() if name in TASKS}
     return pd.Series([readers[task](text) if task in readers else text
-                      for task, text in zip(rows["task"], completions, strict=True)], index=rows.index, dtype=object)
+                      for task, text in zip(tasks, completions, strict=True)], index=rows.index, dtype=object)
