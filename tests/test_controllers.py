@@ -27,6 +27,7 @@ from dllm_viz.policies.controller_weights import (
     resolve_path,
 )
 from dllm_viz.policies.extras import FILTER_PROB, TSPD_GATE
+from dllm_viz.policies.knobs import point
 from dllm_viz.train.controller import (
     ControllerConfig,
     FilterNet,
@@ -107,7 +108,7 @@ class _AllRowsTspd(TspdPolicy):
         run = view.open_positions
         h = np.where(run[None, :, None], h, state.h)
         c = np.where(run[None, :, None], c, state.c)
-        commit = run & (gate > self.tau_fix)
+        commit = run & (gate > point(self, "tau_fix"))
         gates = np.where(run, gate, np.nan).astype(np.float32)
         return Decision.of(commit, "tspd", {TSPD_GATE: gates}), replace(state, features=features, h=h, c=c)
 

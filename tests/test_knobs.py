@@ -60,7 +60,8 @@ def test_a_wrong_type_or_choice_names_the_field() -> None:
 def test_a_family_calibrated_knob_defaults_to_none_and_fills_from_points_else_its_published_value() -> None:
     calibrated = {(cls.name, spec.name): spec.published for cls in COMPONENTS for spec in knobs(cls)
                   if spec.published is not None}
-    assert calibrated == {("cora", "delta_p"): 0.97, ("cora", "m"): 2, ("adablock", "delimiter_threshold"): 0.3}
+    assert calibrated == {("cora", "delta_p"): 0.97, ("cora", "m"): 2, ("adablock", "delimiter_threshold"): 0.3,
+                          ("tspd", "tau_fix"): 0.5}
     cora = RULES["cora"]()
     assert (cora.delta_p, cora.m) == (None, None)  # None = the model family's point
     assert (point(cora, "delta_p"), point(cora, "m")) == (0.97, 2)  # stepped without a model: published

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything a swap of the bundled tiny model has to measure again, in one background run on a
 # 2-core CPU machine: put CANDIDATE's weights in dllm_viz/assets/tiny, retrain the TSPD controller
-# and the Learn2PD filter for them, re-measure issue #19's item 5, recalibrate AdaBlock's tau_D and
-# CORA's (delta_p, m), the easy split and ParallelBench's curves, count the floors' slices, and run
+# and the Learn2PD filter for them, re-measure issue #19's item 5, recalibrate AdaBlock's tau_D,
+# CORA's (delta_p, m) and TSPD's tau_fix (with CE), the easy split and ParallelBench's curves, count the floors' slices, and run
 # the bundled model's tests.
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
@@ -99,8 +99,9 @@ calibrate() {
 }
 if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_summary.done" ]]; then
     step calibrate_cora calibrate cora 'delta_p=0.9,0.95,0.97;m=1,2' cora_calibration &
-    step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.3,0.5,0.7,0.9' \
-        adablock_calibration &
+    { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.3,0.5,0.7,0.9' \
+        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.5,0.55,0.6,0.65,0.7' \
+        tspd_calibration; } &
     wait
 fi
 

@@ -56,9 +56,19 @@ ADABLOCK_TAU_D = 0.9
 # Step 40343 (session 23, where this point was chosen): 69% at 12.5x, and 62% against 63% at 11.9x on
 # the check slice (within the 1-point tolerance). The authors' (0.97, 2): 75% at 7.9x (session 24).
 CORA_DELTA_P, CORA_M = 0.95, 1
+# TSPD's tau_fix, by the same protocol with CE on (the configuration item 5's claim names), step 77750
+# and its retrained controller (session 31, BENCHMARKS.md "Summary: the hard split": `calibrate --policy
+# tspd+kalman --grid 'tau_fix=0.5,0.55,0.6,0.65,0.7'`, hard chains + breadth, gen 256, blocks of 32,
+# problems 0-49 of each to calibrate, 50-99 to check, dense from item 5's rows): on the calibration slice
+# 0.5 scores 90% at 17.2 mean NFE, 0.55 92% at 27.5, 0.6 95% at 36.2, 0.65 98% at 49.6 and 0.7 97% at
+# 58.2 against dense's 95%; 0.6, the fewest passes within a point, scores 96% against dense's 95% at
+# 7.0x fewer passes on the check slice, so the tolerance holds. The paper's (proposed) 0.5 commits on a
+# gate this controller is not sure enough at: 5 points under dense.
+TSPD_TAU_FIX = 0.6
 # The family-calibrated knobs' values for this family (dllm_viz/models/families.py, `points`).
 CALIBRATED_POINTS: dict[str, dict[str, Any]] = {"adablock": {"delimiter_threshold": ADABLOCK_TAU_D},
-                                                "cora": {"delta_p": CORA_DELTA_P, "m": CORA_M}}
+                                                "cora": {"delta_p": CORA_DELTA_P, "m": CORA_M},
+                                                "tspd": {"tau_fix": TSPD_TAU_FIX}}
 
 
 def is_tiny_config(raw: dict[str, Any], directory: Path) -> bool:

@@ -2,7 +2,9 @@
 
 From "Efficient Diffusion LLMs via Temporal-Spatial Parallel Decoding and Confidence
 Extrapolation" (arXiv 2605.30753); only the abstract is public, so the features, the 2-layer
-64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of docs/ALGORITHMS.md, all configurable.
+64-unit LSTM and tau_fix = 0.5 are the [PROPOSED] choices of docs/ALGORITHMS.md, all configurable;
+tau_fix is family-calibrated like CORA's (delta_p, m): the gate's scale is the controller's, which is
+trained per model, so a model family may state its own point (dllm_viz/models/tiny.py).
 Each position of the current window keeps its own LSTM state across the window's steps
 (weights shared across positions); at each step the controller reads that position's features
 and outputs the probability that its current candidate is final; open positions above tau_fix
@@ -29,7 +31,7 @@ from dllm_viz.policies.controller_weights import (
     sigmoid,
 )
 from dllm_viz.policies.extras import TSPD_GATE
-from dllm_viz.policies.knobs import check_knobs, knob
+from dllm_viz.policies.knobs import check_knobs, knob, point
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class TspdPolicy(CommitRule):
 
     name: ClassVar[str] = "tspd"
     controller_weights: str = knob(BUNDLED, "TSPD controller weights (.safetensors); 'bundled'")
-    tau_fix: float = knob(0.5, "TSPD: gate probability needed to commit", within="(0, 1)")
+    tau_fix: float | None = knob(None, "TSPD: gate probability needed to commit", within="(0, 1)", published=0.5)
     beta: float = knob(0.7, "TSPD: EMA factor of the confidence momentum feature", within="[0, 1)")
 
     def __post_init__(self) -> None:
@@ -87,7 +89,7 @@ class TspdPolicy(CommitRule):
         logit, h, c = lstm_step(weights, x[rows], h, c)
         gate = np.full(view.gen_length, np.nan, dtype=np.float32)
         gate[start + rows] = sigmoid(logit)
-        commit = view.open_positions & (gate > self.tau_fix)
+        commit = view.open_positions & (gate > point(self, "tau_fix"))
         extras = {TSPD_GATE: gate}
         return Decision.of(commit, "tspd", extras), TspdState(weights=weights, features=features,
                                                               window=view.window, rows=rows, h=h, c=c)
