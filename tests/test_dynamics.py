@@ -46,3 +46,25 @@ def test_block_passes_counts_commit_steps_per_block_answer_and_tail_apart() -> N
     candidates = [[5, 6, 7, EOS, EOS, EOS]] * 4
     answer, tail = tool("block_passes").block_passes(hand_trace(candidates, [0, 1, 2, 2, 3, 3]), 2)
     assert answer == [2, 1] and tail == [1]
+
+
+def test_ce_fires_counts_what_ce_committed_and_the_passes_both_ways(tiny_adapter) -> None:  # type: ignore[no-untyped-def]
+    from tool_scripts import tool
+
+    from dllm_viz.bench import parse_config
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.evaluation import heldout_problems, run_problem
+    from dllm_viz.policies.extras import CE_EARLY
+
+    ce = tool("ce_fires")
+    problems = heldout_problems("hard/chain", 2)
+    config = DecodeConfig(gen_length=32)
+    fires = ce.measure(tiny_adapter, problems, "threshold", config, 8)
+    plain = [run_problem(tiny_adapter, p, parse_config("threshold", {"block_length": 8}), config) for p in problems]
+    with_ce = [run_problem(tiny_adapter, p, parse_config("threshold+kalman", {"block_length": 8}), config)
+               for p in problems]
+    assert fires.problems == 2 and fires.passes == sum(r.nfe for r, _ in plain)
+    assert fires.passes_with_ce == sum(r.nfe for r, _ in with_ce)
+    assert fires.early_positions == sum(int(t.extras[CE_EARLY].sum()) for _, t in with_ce)
+    assert all(ce.early_positions(t) == 0 for _, t in plain)  # no CE, nothing committed early
+    assert f"{fires.early_positions} positions early, on {fires.problems_fired} problems" in fires.line()
