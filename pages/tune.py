@@ -23,6 +23,7 @@ from app_ui.common import (
     metrics_row,
     prompt_input,
     require_app_frame,
+    sample_verdict,
     set_trace,
     warn_if_cut_off,
 )
@@ -106,12 +107,16 @@ def replay_view() -> None:
     drawn = (st.session_state.get("tune_dense_version", 0), virtual.meta.label, replay_signature(virtual))
     st.subheader(f"Replay of {pipe.label} over the dense trace")
     same = agreement(virtual, dense)
-    a, b, c = st.columns(3)
+    verdict = sample_verdict(virtual)  # on a bundled sample: is the replayed answer right?
+    a, b, c, *d = st.columns(3 if verdict is None else 4)
     a.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
              border=True)
     b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
              delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
     c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
+    if d:
+        d[0].metric("Answer", str(verdict), delta=f"dense: {sample_verdict(dense)}", delta_color="off",
+                    delta_arrow="off", border=True, help="the replayed answer marked by the sample's task scorer")
     with st.expander(f"Dense output (NFE {dense.nfe}), the reference for the highlighted differences", expanded=True):
         st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
     warn_if_cut_off(dense, "dense")
@@ -134,8 +139,10 @@ def replay_view() -> None:
         real = decode_with_bar(adapter, (dense.meta.prompt_text or ""), pipe,
                                decode_config(dense.gen_length), bar, "real run")
         bar.empty()
+        real_verdict = sample_verdict(real)
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
-                    f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint.")
+                    f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint"
+                    + ("." if real_verdict is None else f"; its answer is {real_verdict}."))
         metrics_row(real, baseline=dense)
         warn_if_cut_off(real, "real run")
         st.html(diff_html(dense.meta.answer_text, real.meta.answer_text))

@@ -352,8 +352,12 @@ def test_by_eye_replays_instantly_and_verify_runs_for_real(dirs: dict[str, Path]
         at.slider(key="tune_threshold").set_value(threshold).run()
         estimates[threshold] = int(metrics(at)["Estimated NFE"])
     assert estimates[0.01] < estimates[0.9] <= dense.nfe
+    # the default prompt is a bundled sample: the replayed answer is marked, dense's beside it
+    answer = next(m for m in at.metric if m.label == "Answer")
+    assert answer.value in {"right ✓", "wrong ✗"} and answer.delta.startswith("dense: ")
     click(at, "tune_verify")
-    assert any("Real run:" in m.value for m in at.markdown)
+    real = next(m.value for m in at.markdown if "Real run:" in m.value)
+    assert "its answer is right ✓." in real or "its answer is wrong ✗." in real
 
 
 def test_sweep_plots_nfe_against_accuracy(dirs: dict[str, Path]) -> None:
