@@ -28,7 +28,7 @@ from dllm_viz.cli import main
 from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import Pipeline
-from dllm_viz.tasks import Problem, dump_problems
+from dllm_viz.tasks import Problem, dump_problems, get_task
 from dllm_viz.trace import Trace, TraceFileError, TraceSaveError, load_trace
 from dllm_viz.trace_files import trace_files
 
@@ -157,6 +157,19 @@ class TestCLI:
                            + "\n")
         status = main(["eval", "--model", str(tiny_dir), "--prompts", str(prompts), *FAST])
         one_line_error(capsys, status, "p.jsonl:1", "'prompt' must be a string")
+
+    @pytest.mark.parametrize("command", ["eval", "bench"])
+    def test_a_problem_of_the_hard_mix_instead_of_a_family(self, command: str, tmp_path: Path, tiny_dir: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+        # "hard" mixes families and scores a problem by its family: a problem naming "hard" itself used to
+        # recurse until RecursionError (a traceback, not a message)
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text(json.dumps({"task": "hard", "problem_id": "h", "prompt": "2 + 2?", "target": "#### 4",
+                                       "gold": "4"}) + "\n")
+        status = main([command, "--model", str(tiny_dir), "--prompts", str(prompts), *FAST])
+        one_line_error(capsys, status, "p.jsonl:1", "task 'hard' is a mix of families", "'hard/chain'")
+        with pytest.raises(ValueError, match="names the mix 'hard'"):
+            get_task("hard").score(Problem("hard", "h", "2 + 2?", "#### 4", "4"), "#### 4")
 
     @pytest.mark.parametrize(("argv", "needle"), [
         (["--delta-p", "0.9"], "--delta-p applies to cora"),

@@ -96,8 +96,12 @@ def _check_types(record: dict, where: str) -> None:
         if not (isinstance(value, str) or (key == "entry_point" and value is None)):
             raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__} {value!r:.40}; "
                              "quote it in the jsonl")
+    own = sorted(name for name, task in TASKS.items() if not getattr(task, "mix", False))
     if record["task"] not in TASKS:
-        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {sorted(TASKS)}")
+        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {own}")
+    if record["task"] not in own:
+        raise ValueError(f"{where}: task {record['task']!r} is a mix of families, not one a problem can have; "
+                         f"give the problem's family, one of {[name for name, _ in HARD_FAMILIES]}")
     if not record["prompt"].strip():
         raise ValueError(f"{where}: the prompt is empty; give each problem its prompt text")
 

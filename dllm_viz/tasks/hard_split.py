@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import ClassVar
 
 from dllm_viz.tasks.base import Problem, Split, Task, check_count, check_split
 from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
@@ -90,6 +91,8 @@ class HardTask:
     """Every hard family, mixed by `HARD_FAMILIES`; scoring goes to each problem's own family."""
 
     name = "hard"
+    # A mix, not a family: its problems carry their family's name, so no problem is of task "hard".
+    mix: ClassVar[bool] = True
 
     def __init__(self, lookup: Callable[[str], Task]) -> None:
         """`lookup` resolves a family name (the registry's get_task, passed in to avoid a cycle)."""
@@ -108,7 +111,15 @@ class HardTask:
         return problems
 
     def score(self, problem: Problem, completion: str) -> bool:
-        """The problem's own family's verdict."""
+        """The problem's own family's verdict.
+
+        Raises:
+            ValueError: for a problem that names the mix instead of its family (which would score
+                itself forever).
+        """
+        if problem.task == self.name:
+            raise ValueError(f"problem {problem.problem_id!r} names the mix {self.name!r} as its task; "
+                             f"give its family, e.g. 'hard/chain'")
         return self._lookup(problem.task).score(problem, completion)
 
     def final_answer(self, completion: str) -> str:
