@@ -168,8 +168,29 @@ class TestCLI:
                                        "gold": "4"}) + "\n")
         status = main([command, "--model", str(tiny_dir), "--prompts", str(prompts), *FAST])
         one_line_error(capsys, status, "p.jsonl:1", "task 'hard' is a mix of families", "'hard/chain'")
-        with pytest.raises(ValueError, match="names the mix 'hard'"):
+        with pytest.raises(ValueError, match="task 'hard' is a mix of families"):
             get_task("hard").score(Problem("hard", "h", "2 + 2?", "#### 4", "4"), "#### 4")
+
+    @pytest.mark.parametrize(("task", "gold", "needle"), [
+        ("arith", "four", "is not a plain number"),
+        ("hard/chain", "1e400", "is not a plain number"),  # the scorer would read only its '1'
+        ("gsm8k", "1,200", "without commas"),
+        ("parallelbench/copy", "x", "must be three lines"),
+        ("parallelbench/insert_index", '["Mia Stone"]\n\n0', "names no new name"),
+        ("parallelbench/replace_index", '["Mia Stone"]\nTom Reed\n7', "give a position in 0..1"),
+        ("parallelbench/latin_square", "AAB", "4 distinct symbols"),
+        ("parallelbench/sudoku", "1234", "4 lines of 4 digits"),
+        ("code", "assert f(1) ==", "is not valid Python"),
+        ("humaneval", "def check(candidate): pass", "needs its entry_point"),
+    ])
+    def test_a_gold_answer_the_scorer_cannot_read(self, task: str, gold: str, needle: str, tmp_path: Path,
+                                                  tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        # each would have scored every answer wrong (or half-read the gold) without a word
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text(json.dumps({"task": task, "problem_id": "g", "prompt": "Go.\ndef f(x):",
+                                       "target": "x", "gold": gold}) + "\n")
+        one_line_error(capsys, main(["eval", "--model", str(tiny_dir), "--prompts", str(prompts), *FAST]),
+                       "p.jsonl:1", needle)
 
     @pytest.mark.parametrize(("argv", "needle"), [
         (["--delta-p", "0.9"], "--delta-p applies to cora"),

@@ -40,6 +40,8 @@ def test_every_family_is_deterministic_held_out_by_content_and_solved_by_its_tar
     assert len({p.problem_id for p in heldout}) == 40
     assert all(get_task(p.task).score(p, p.target) for p in heldout + train)
     assert all(task.score(p, p.target) for p in heldout)
+    for problem in heldout + train:  # what a prompt set's loader checks, generated problems pass
+        task.check(problem)
 
 
 def test_hard_mix_follows_the_declared_weights() -> None:
@@ -227,6 +229,8 @@ def test_equal_final_answers_get_equal_verdicts(name: str) -> None:
     # Task.final_answer is what score reads: any two completions it maps together are judged alike.
     task = get_task(name)
     problems = task.generate(12, seed=3, split="heldout")
+    for problem in problems:  # generated problems pass what a prompt set's loader checks
+        task.check(problem)
     completions = [p.target for p in problems] + [p.target + "\n<eos>" for p in problems] + ["", "no answer here"]
     for problem in problems[:4]:
         verdicts: dict[str, set[bool]] = collections.defaultdict(set)

@@ -58,7 +58,8 @@ def load_problems(path: str | Path) -> list[Problem]:
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: on a line that is not a JSON object with the Problem fields.
+        ValueError: on a line that is not a JSON object with the Problem fields, or a problem its
+            task cannot score as written (`Task.check`: e.g. a gold answer the scorer cannot read).
     """
     path = Path(path)
     if not path.is_file():
@@ -82,7 +83,12 @@ def load_problems(path: str | Path) -> list[Problem]:
                 f"expected {sorted(_PROBLEM_FIELDS)}"
             )
         _check_types(record, f"{path}:{line_no}")
-        problems.append(Problem(**record))
+        problem = Problem(**record)
+        try:
+            TASKS[problem.task].check(problem)  # what its scorer needs (a readable gold), before any decode
+        except ValueError as exc:
+            raise ValueError(f"{path}:{line_no}: {exc}") from exc
+        problems.append(problem)
     return problems
 
 
@@ -96,12 +102,8 @@ def _check_types(record: dict, where: str) -> None:
         if not (isinstance(value, str) or (key == "entry_point" and value is None)):
             raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__} {value!r:.40}; "
                              "quote it in the jsonl")
-    own = sorted(name for name, task in TASKS.items() if not getattr(task, "mix", False))
     if record["task"] not in TASKS:
-        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {own}")
-    if record["task"] not in own:
-        raise ValueError(f"{where}: task {record['task']!r} is a mix of families, not one a problem can have; "
-                         f"give the problem's family, one of {[name for name, _ in HARD_FAMILIES]}")
+        raise ValueError(f"{where}: unknown task {record['task']!r}; valid tasks: {sorted(TASKS)}")
     if not record["prompt"].strip():
         raise ValueError(f"{where}: the prompt is empty; give each problem its prompt text")
 

@@ -90,7 +90,9 @@ DEFAULT_MAX_RESULT = 30
 DEFAULT_MAX_MULTIPLIER = 3
 # Most worked lines a problem may have: a line is at most 11 tokens, so 16 lines fit a 256 canvas.
 OPS_CAP = 16
-_ANSWER_RE = re.compile(r"####\s*(-?[\d,]*\d(?:\.\d+)?)")
+_NUMBER = r"-?[\d,]*\d(?:\.\d+)?"
+_ANSWER_RE = re.compile(rf"####\s*({_NUMBER})")
+_NUMBER_RE = re.compile(_NUMBER)
 _SOLUTION_LINE = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 # What each number of a worked solution is: copied from the prompt (start, operand), carried
 # from the line above (carry), or computed (result, final). Everything else is format.
@@ -122,6 +124,15 @@ def extract_answer(completion: str) -> str | None:
     except ValueError:
         return None
     return str(int(value)) if value.is_integer() else str(value)
+
+
+def check_number_gold(problem: Problem) -> None:
+    """Refuse a gold answer that is not one plain number as `#### N` is read (digits, an optional
+    minus sign, commas and decimals): the scorer would compare answers with part of it, or nothing."""
+    gold = problem.gold.strip()
+    if not _NUMBER_RE.fullmatch(gold):
+        raise ValueError(f"gold {problem.gold!r} of a {problem.task!r} problem is not a plain number; write the "
+                         "final answer's digits, e.g. '42' or '-3.5'")
 
 
 def solution_roles(target: str) -> dict[int, str]:
@@ -335,6 +346,10 @@ class ArithTask:
         """True when the number after `####` equals the gold answer."""
         answer = extract_answer(completion)
         return answer is not None and answer == extract_answer(f"#### {problem.gold}")
+
+    def check(self, problem: Problem) -> None:
+        """The gold must be one plain number (`check_number_gold`)."""
+        check_number_gold(problem)
 
     def final_answer(self, completion: str) -> str:
         """The normalised number after `####`."""

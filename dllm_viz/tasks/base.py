@@ -56,6 +56,15 @@ class Task(Protocol):
         """Whether `completion` (the model's answer text) solves `problem`."""
         ...
 
+    def check(self, problem: Problem) -> None:
+        """Raise ValueError naming the field and the fix when `problem` cannot be scored as written.
+
+        Why: a prompt set is a user's file; a gold answer the scorer cannot read (`1e400` for a
+        number, a list without its index) would mark every answer wrong, or one it only half reads
+        right, and nothing would say so.
+        """
+        ...
+
     def final_answer(self, completion: str) -> str:
         """The part of `completion` that `score` reads, normalised ("" when there is none).
 

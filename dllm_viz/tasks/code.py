@@ -265,6 +265,14 @@ def _hidden_tests(
     return "\n".join(lines)
 
 
+def check_compiles(source: str, what: str) -> None:
+    """Refuse `source` that is not Python (every answer would fail on it, not on the answer)."""
+    try:
+        compile(source, "<gold>", "exec")
+    except SyntaxError as exc:
+        raise ValueError(f"{what} is not valid Python ({exc.msg}, line {exc.lineno}); fix the test code") from exc
+
+
 class CodeTask:
     """Short Python functions from a one-sentence spec, scored by hidden asserts in a sandbox."""
 
@@ -310,6 +318,13 @@ class CodeTask:
         if problem.task != self.name:
             raise ValueError(f"CodeTask cannot score a {problem.task!r} problem")
         return run_sandboxed(self.program(problem, completion), timeout_s=SCORE_TIMEOUT_S).passed
+
+    def check(self, problem: Problem) -> None:
+        """The hidden tests (gold) must be Python that compiles, and the prompt must end in the def line."""
+        check_compiles(problem.gold, "gold (the hidden asserts)")
+        if not problem.prompt.rstrip().rsplit("\n", 1)[-1].lstrip().startswith("def "):
+            raise ValueError("a code problem's prompt must end with the function's `def` line, which the completion "
+                             "continues")
 
     def final_answer(self, completion: str) -> str:
         """The whole completion: the sandbox runs every character of it."""

@@ -111,6 +111,12 @@ class Gsm8kTask:
         """strict-match exact match."""
         return strict_match(completion) == problem.gold
 
+    def check(self, problem: Problem) -> None:
+        """The gold must be what strict-match reads back from `#### <gold>`: a number without commas."""
+        if not problem.gold or strict_match(f"#### {problem.gold}") != problem.gold:
+            raise ValueError(f"gold {problem.gold!r} of a gsm8k problem is not what strict-match reads from "
+                             f"'#### {problem.gold}'; write the number without commas or '$', e.g. '1200'")
+
     def final_answer(self, completion: str) -> str:
         """What strict-match extracts (the number after `#### `)."""
         return strict_match(completion) or ""

@@ -36,6 +36,7 @@ from dllm_viz.tasks.arith import (
     _sentence,
     _Step,
     check_arith_knobs,
+    check_number_gold,
     extract_answer,
 )
 from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
@@ -169,6 +170,10 @@ class BreadthTask:
         """True when the number after `####` equals the gold answer (any surface form counts)."""
         answer = extract_answer(completion)
         return answer is not None and answer == extract_answer(f"#### {problem.gold}")
+
+    def check(self, problem: Problem) -> None:
+        """The gold must be one plain number (`check_number_gold`)."""
+        check_number_gold(problem)
 
     def final_answer(self, completion: str) -> str:
         """The normalised number after `####`: the worked lines' order and form do not count."""

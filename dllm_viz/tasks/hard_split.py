@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import ClassVar
 
 from dllm_viz.tasks.base import Problem, Split, Task, check_count, check_split
 from dllm_viz.tasks.parallelbench import LIST_OPS, PUZZLES
@@ -91,8 +90,6 @@ class HardTask:
     """Every hard family, mixed by `HARD_FAMILIES`; scoring goes to each problem's own family."""
 
     name = "hard"
-    # A mix, not a family: its problems carry their family's name, so no problem is of task "hard".
-    mix: ClassVar[bool] = True
 
     def __init__(self, lookup: Callable[[str], Task]) -> None:
         """`lookup` resolves a family name (the registry's get_task, passed in to avoid a cycle)."""
@@ -117,10 +114,19 @@ class HardTask:
             ValueError: for a problem that names the mix instead of its family (which would score
                 itself forever).
         """
-        if problem.task == self.name:
-            raise ValueError(f"problem {problem.problem_id!r} names the mix {self.name!r} as its task; "
-                             f"give its family, e.g. 'hard/chain'")
+        self._refuse_the_mix(problem)
         return self._lookup(problem.task).score(problem, completion)
+
+    def check(self, problem: Problem) -> None:
+        """The problem's own family's check (never the mix's: see `_refuse_the_mix`)."""
+        self._refuse_the_mix(problem)
+        self._lookup(problem.task).check(problem)
+
+    def _refuse_the_mix(self, problem: Problem) -> None:
+        """A problem names its family, never the mix: scored as "hard" it would score itself forever."""
+        if problem.task == self.name:
+            raise ValueError(f"task {self.name!r} is a mix of families, not one a problem can have; give the "
+                             f"problem's family, one of {[name for name, _ in HARD_FAMILIES]}")
 
     def final_answer(self, completion: str) -> str:
         """Not decidable here: every hard problem carries its family's name, whose task reads it.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.code import check_compiles
 from dllm_viz.tasks.hub import HUB, hub_records
 from dllm_viz.tasks.sandbox import run_sandboxed
 
@@ -83,6 +84,12 @@ class HumanEvalTask:
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completed function passes the task's tests in the sandbox."""
         return run_sandboxed(program(problem, completion), timeout_s=TIMEOUT_S).passed
+
+    def check(self, problem: Problem) -> None:
+        """HumanEval needs the entry point (its `check(candidate)` is called with it) and test code that compiles."""
+        if not problem.entry_point:
+            raise ValueError("a humaneval problem needs its entry_point (the function `check` is called with)")
+        check_compiles(problem.gold, "gold (the test code)")
 
     def final_answer(self, completion: str) -> str:
         """The whole completion: the sandbox runs every character of it."""

@@ -185,6 +185,20 @@ class WaitingLineTask:
         names = parse_list(listing) or []
         return list_is_correct(self.op, names, word, int(index) if index else 0, answer)
 
+    def check(self, problem: Problem) -> None:
+        """gold is three lines, as `generate` writes it: the input list, the new name (insert and replace)
+        and the index (the `_index` operations)."""
+        lines = problem.gold.split("\n")
+        layout = "three lines: the input list, the new name (insert / replace) and the index (*_index)"
+        if len(lines) != 3 or not parse_list(lines[0]):
+            raise ValueError(f"gold of a {self.name!r} problem must be {layout}")
+        names, word, index = parse_list(lines[0]) or [], lines[1], lines[2]
+        if self.op.startswith(("insert", "replace")) and not word.strip():
+            raise ValueError(f"gold of a {self.name!r} problem names no new name on its second line; {layout}")
+        if self.op.endswith("_index") and not (index.isdigit() and int(index) <= len(names)):
+            raise ValueError(f"gold of a {self.name!r} problem has index {index!r} on its third line; give a position "
+                             f"in 0..{len(names)}")
+
     def final_answer(self, completion: str) -> str:
         """The last list's items, one canonical spelling (a list's spacing and quotes do not count)."""
         answer = parse_list(completion)
@@ -307,6 +321,14 @@ class PuzzleTask:
         if self.puzzle == "latin_square":
             return _is_latin(grid, set(problem.gold))
         return "\n".join("".join(row) for row in grid) == problem.gold
+
+    def check(self, problem: Problem) -> None:
+        """Latin square: gold is its 4 distinct symbols; sudoku: the solved grid, 4 rows of 4 digits 1-4."""
+        if self.puzzle == "latin_square":
+            if len(problem.gold) != 4 or len(set(problem.gold)) != 4:
+                raise ValueError(f"gold of a latin square is its 4 distinct symbols, e.g. 'ABCD'; got {problem.gold!r}")
+        elif not re.fullmatch(r"[1-4]{4}(\n[1-4]{4}){3}", problem.gold):
+            raise ValueError(f"gold of a sudoku is its solved grid, 4 lines of 4 digits 1-4; got {problem.gold!r}")
 
     def final_answer(self, completion: str) -> str:
         """The parsed grid, a packed row a line."""
