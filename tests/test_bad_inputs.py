@@ -177,7 +177,8 @@ class TestCLI:
         ("gsm8k", "1,200", "without commas"),
         ("parallelbench/copy", "x", "must be three lines"),
         ("parallelbench/insert_index", '["Mia Stone"]\n\n0', "names no new name"),
-        ("parallelbench/replace_index", '["Mia Stone"]\nTom Reed\n7', "give a position in 0..1"),
+        ("parallelbench/replace_index", '["Mia Stone"]\nTom Reed\n1', "give a position in 0..0"),  # no 2nd name
+        ("parallelbench/insert_index", '["Mia Stone"]\nTom Reed\n2', "give a position in 0..1"),  # or last
         ("parallelbench/latin_square", "AAB", "4 distinct symbols"),
         ("parallelbench/sudoku", "1234", "4 lines of 4 digits"),
         ("code", "assert f(1) ==", "is not valid Python"),

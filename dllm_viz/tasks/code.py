@@ -322,7 +322,7 @@ class CodeTask:
     def check(self, problem: Problem) -> None:
         """The hidden tests (gold) must be Python that compiles, and the prompt must end in the def line."""
         check_compiles(problem.gold, "gold (the hidden asserts)")
-        if not problem.prompt.rstrip().rsplit("\n", 1)[-1].lstrip().startswith("def "):
+        if not problem.prompt.rsplit("\n", 1)[-1].startswith("def "):  # the line `program` continues
             raise ValueError("a code problem's prompt must end with the function's `def` line, which the completion "
                              "continues")
 

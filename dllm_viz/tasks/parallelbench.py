@@ -195,9 +195,10 @@ class WaitingLineTask:
         names, word, index = parse_list(lines[0]) or [], lines[1], lines[2]
         if self.op.startswith(("insert", "replace")) and not word.strip():
             raise ValueError(f"gold of a {self.name!r} problem names no new name on its second line; {layout}")
-        if self.op.endswith("_index") and not (index.isdigit() and int(index) <= len(names)):
+        last = len(names) if self.op == "insert_index" else len(names) - 1  # a new name may also go last
+        if self.op.endswith("_index") and not (index.isdigit() and int(index) <= last):
             raise ValueError(f"gold of a {self.name!r} problem has index {index!r} on its third line; give a position "
-                             f"in 0..{len(names)}")
+                             f"in 0..{last}")
 
     def final_answer(self, completion: str) -> str:
         """The last list's items, one canonical spelling (a list's spacing and quotes do not count)."""
