@@ -224,7 +224,25 @@ def _worked(kind: str, steps: list[_Step]) -> tuple[str, str]:
     return f"{kind}|" + ";".join(lines), "\n".join([*lines, f"#### {steps[-1].result}"])
 
 
-class ArithTask:
+class NumberAnswer:
+    """The `#### <number>` answer convention, declared once for every task that scores by it (arith,
+    its chains, breadth): the verdict, what a prompt set's gold must be, and the final answer."""
+
+    def score(self, problem: Problem, completion: str) -> bool:
+        """True when the number after `####` equals the gold answer (the lines above it do not count)."""
+        answer = extract_answer(completion)
+        return answer is not None and answer == extract_answer(f"#### {problem.gold}")
+
+    def check(self, problem: Problem) -> None:
+        """The gold must be one plain number (`check_number_gold`)."""
+        check_number_gold(problem)
+
+    def final_answer(self, completion: str) -> str:
+        """The normalised number after `####`: the worked lines' order and form do not count."""
+        return extract_answer(completion) or ""
+
+
+class ArithTask(NumberAnswer):
     """Multi-step arithmetic word problems scored by the number after `####`."""
 
     name = "arith"
@@ -341,16 +359,3 @@ class ArithTask:
                 task=self.name, problem_id=problem_id, prompt=expression, target=target, gold=str(steps[-1].result),
             ))  # fmt: skip
         return out
-
-    def score(self, problem: Problem, completion: str) -> bool:
-        """True when the number after `####` equals the gold answer."""
-        answer = extract_answer(completion)
-        return answer is not None and answer == extract_answer(f"#### {problem.gold}")
-
-    def check(self, problem: Problem) -> None:
-        """The gold must be one plain number (`check_number_gold`)."""
-        check_number_gold(problem)
-
-    def final_answer(self, completion: str) -> str:
-        """The normalised number after `####`."""
-        return extract_answer(completion) or ""

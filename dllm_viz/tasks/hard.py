@@ -32,12 +32,11 @@ from dllm_viz.tasks.arith import (
     NAMES,
     QUESTIONS,
     ArithTask,
+    NumberAnswer,
     _pick_step,
     _sentence,
     _Step,
     check_arith_knobs,
-    check_number_gold,
-    extract_answer,
 )
 from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
 
@@ -87,8 +86,9 @@ class _Group:
         return self.count * self.each
 
 
-class BreadthTask:
-    """Breadth: independent groups summed, each group worked in either order and either way round."""
+class BreadthTask(NumberAnswer):
+    """Breadth: independent groups summed, each group worked in either order and either way round;
+    scored by the number after `####`, so any valid surface form counts."""
 
     name = "hard/breadth"
 
@@ -165,19 +165,6 @@ class BreadthTask:
         target = "\n".join([*surface_lines(rng, drawn), *(s.line() for s in extra), f"#### {answer}"])
         prompt = " ".join(sentences)
         return Problem(task=self.name, problem_id=canonical, prompt=prompt, target=target, gold=str(answer))
-
-    def score(self, problem: Problem, completion: str) -> bool:
-        """True when the number after `####` equals the gold answer (any surface form counts)."""
-        answer = extract_answer(completion)
-        return answer is not None and answer == extract_answer(f"#### {problem.gold}")
-
-    def check(self, problem: Problem) -> None:
-        """The gold must be one plain number (`check_number_gold`)."""
-        check_number_gold(problem)
-
-    def final_answer(self, completion: str) -> str:
-        """The normalised number after `####`: the worked lines' order and form do not count."""
-        return extract_answer(completion) or ""
 
 
 def surface_lines(rng: random.Random, drawn: list[_Group]) -> list[str]:
