@@ -165,6 +165,13 @@ def sample_verdict(trace: Trace) -> str | None:
     return None if problem is None else ANSWER_MARKS[is_right(problem, trace)]
 
 
+def answer_mark(trace: Trace, sep: str) -> str:
+    """`sep` and `sample_verdict`'s mark, to follow an output's label once its decode has finished (a
+    partial answer is not judged); "" where there is nothing to mark."""
+    verdict = sample_verdict(trace) if trace.is_complete else None
+    return "" if verdict is None else f"{sep}{verdict}"
+
+
 def sample_prompts() -> dict[str, str]:
     """Short id -> prompt text of the bundled demo prompts (`sample_problems`)."""
     return {sample_id: problem.prompt for sample_id, problem in sample_problems().items()}
@@ -407,11 +414,11 @@ def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
 def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
     """One row per trace (dense first): NFE, time, speedups vs dense, throughput, policy overhead
     (its calls' time per forward-pass time; blank for traces saved before it was recorded), agreement,
-    and, on a bundled sample's prompt, whether the answer is right (`sample_verdict`)."""
+    and, on a bundled sample's prompt, whether the finished answer is right (`answer_mark`)."""
     base = dense.summary()
     rows = []
     for trace in [dense, *traces]:
-        verdict = sample_verdict(trace)
+        verdict = answer_mark(trace, "")
         summary = trace.summary()
         same = sum(a == b for a, b in zip(trace.final_tokens.tolist(), dense.final_tokens.tolist(), strict=False))
         rows.append({
@@ -422,7 +429,7 @@ def comparison_rows(dense: Trace, traces: list[Trace]) -> list[dict[str, Any]]:
             "tokens/s": summary["tokens_per_second"], "tokens/step": summary["tokens_per_step"],
             "policy overhead %": 100 * summary["policy_overhead"],
             "same as dense": f"{same}/{dense.gen_length}",
-            **({} if verdict is None else {"answer": verdict}),
+            **({"answer": verdict} if verdict else {}),
         })
     return rows
 

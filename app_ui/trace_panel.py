@@ -37,7 +37,7 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_ui.common import cached_figure, cut_off_message, edits_note, metric_cards, sample_verdict
+from app_ui.common import answer_mark, cached_figure, cut_off_message, edits_note, metric_cards
 from app_ui.live_chart import chart_data, chart_spec, fallback_chart, parse_click
 from app_ui.static_component import page_script
 from app_ui.views import follow_click, remembered_step, toggle_kalman
@@ -45,13 +45,6 @@ from dllm_viz import figures
 from dllm_viz.figures.forecast import MAX_PANELS
 from dllm_viz.figures.views import KALMAN_VIEW
 from dllm_viz.trace import Trace
-
-
-def answer_mark(trace: Trace) -> str:
-    """` · right ✓` / ` · wrong ✗` after the output's label once a bundled sample's decode is finished."""
-    verdict = sample_verdict(trace) if trace.is_complete else None
-    return "" if verdict is None else f" · {verdict}"
-
 
 # Figures drawn by st.plotly_chart below the panel: (key, figure, playhead).
 Fallbacks = list[tuple[str, go.Figure, int | None]]
@@ -143,7 +136,7 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
     charts: dict[str, Any] = {}
     views = [view.name for view in figures.views_for(trace)]
     body: dict[str, Any] = {
-        "label": trace.meta.label + answer_mark(trace), "output": figures.output_text(trace),
+        "label": trace.meta.label + answer_mark(trace, " · "), "output": figures.output_text(trace),
         "cut_off": cut_off_message(trace),
         "metrics": [asdict(card) for card in metric_cards(trace)], "edits": edits_note(trace),
         "step": step, "steps": trace.num_steps, "nfe": trace.nfe, "seconds": trace.summary()["seconds"],

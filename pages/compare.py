@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_ui.common import (
     WALL_SPEEDUP,
+    answer_mark,
     canvas_limit,
     check_prompt,
     comparison_rows,
@@ -23,7 +24,6 @@ from app_ui.common import (
     diff_html,
     prompt_input,
     require_app_frame,
-    sample_verdict,
     warn_if_cut_off,
 )
 from app_ui.live_chart import live_chart
@@ -35,7 +35,6 @@ from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import TASKS
-from dllm_viz.trace import Trace
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
 
@@ -86,12 +85,6 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     bar.empty()
 
 
-def marked(trace: Trace) -> str:
-    """`: right ✓` / `: wrong ✗` after a label when the prompt is a bundled sample (`sample_verdict`)."""
-    verdict = sample_verdict(trace)
-    return "" if verdict is None else f": {verdict}"
-
-
 def show_one(results: list) -> None:
     dense, others = results[0], results[1:]
     longest = max(t.nfe for t in results)
@@ -108,7 +101,7 @@ def show_one(results: list) -> None:
                            f"spans the longest run's {longest} steps, so heights compare")
     for column, trace in zip(st.columns(len(others)), others, strict=False):
         with column:
-            st.markdown(f"**{trace.meta.label}**" + marked(trace))
+            st.markdown(f"**{trace.meta.label}**" + answer_mark(trace, ": "))
             st.metric("NFE", trace.nfe, delta=f"{dense.nfe / max(trace.nfe, 1):.2f}x fewer than dense",
                       delta_color="off", border=True)
             warn_if_cut_off(trace)
@@ -116,7 +109,8 @@ def show_one(results: list) -> None:
             heatmap = figures.confidence_heatmap(trace, title=f"NFE {trace.nfe}")
             live_chart(figures.share_step_axis(heatmap, longest) if align else heatmap,
                        key=f"cmp_heat_{trace.meta.label}")
-    st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}{marked(dense)}")
+    st.markdown(f"**Dense output** (the reference for the highlighted differences), NFE {dense.nfe}"
+                + answer_mark(dense, ": "))
     warn_if_cut_off(dense, "dense")
     st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
     series = st.selectbox("Step series", ["committed_fraction", "committed", "mean_confidence", "min_confidence",
