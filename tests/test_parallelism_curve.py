@@ -103,7 +103,6 @@ def test_the_closed_form_column_is_the_papers_for_each_k(bundled: ModelAdapter) 
     assert all(p.accuracy == 1.0 for p in points)  # the oracle writes the reference, one valid shuffle
 
 
-
 def test_item_windows_hold_k_whole_items_the_last_one_the_rest() -> None:
     """Items as `answer_layouts` numbers them: `["A B"` is item 0, `, "C D"` item 1, `]` item n."""
     items = (0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3)  # three names and the closing bracket

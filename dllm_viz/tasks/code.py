@@ -308,10 +308,14 @@ class CodeTask:
             )
         return out
 
+    @staticmethod
+    def def_line(problem: Problem) -> str:
+        """The prompt's last line: the function's `def` line, which the completion continues."""
+        return problem.prompt.rsplit("\n", 1)[-1]
+
     def program(self, problem: Problem, completion: str) -> str:
         """The program the sandbox runs: the prompt's def line, the completion, the asserts."""
-        def_line = problem.prompt.rsplit("\n", 1)[-1]
-        return f"{def_line}\n{completion}\n\n{problem.gold}\n"
+        return f"{self.def_line(problem)}\n{completion}\n\n{problem.gold}\n"
 
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completion passes every hidden assert inside the sandbox."""
@@ -322,7 +326,7 @@ class CodeTask:
     def check(self, problem: Problem) -> None:
         """The hidden tests (gold) must be Python that compiles, and the prompt must end in the def line."""
         check_compiles(problem.gold, "gold (the hidden asserts)")
-        if not problem.prompt.rsplit("\n", 1)[-1].startswith("def "):  # the line `program` continues
+        if not self.def_line(problem).startswith("def "):
             raise ValueError("a code problem's prompt must end with the function's `def` line, which the completion "
                              "continues")
 
