@@ -176,7 +176,7 @@ def _forward(adapter: ModelAdapter, x: torch.Tensor, prompt_len: int, span: _Pas
             padded = {} if valid is None else {"valid": valid}  # adapters without padding need not take it
             logits = adapter.logits(seq, last=span.end - span.rows, **padded)
         else:
-            logits, kv = adapter.refresh(seq, last=span.end - span.rows)
+            logits, kv = adapter.refresh(seq, last=span.end - span.rows, reuse=kv)
         stats = _summarize_rows(adapter, logits, config, generator, sampler)
         return _Forward(_place_rows(stats, span.rows - prompt_len, tokens), "full", int(seq.shape[0])), kv
     canvas_end = span.end - prompt_len

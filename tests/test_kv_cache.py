@@ -60,6 +60,34 @@ def test_a_refresh_of_the_last_rows_gives_those_rows_and_the_whole_cache(family:
                                adapter.cached_logits(ids, whole, 16, 24, "dual"), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("family", ["tiny", "dream"])
+def test_a_refresh_into_a_used_cache_records_what_a_fresh_one_does(family: str, tiny_dir: Path,
+                                                                   dream_adapter) -> None:
+    """The engine refreshes into the previous cache (its buffers are copied into, not replaced): after
+    a dual pass wrote the window's slots, the next refresh must leave exactly what a new cache holds,
+    in the same buffers; a refresh of another length records its own tensors."""
+    adapter = load(str(tiny_dir), device="cpu", dtype="float64") if family == "tiny" else dream_adapter
+    gen = torch.Generator().manual_seed(3)
+    old, new = torch.randint(10, 60, (40,), generator=gen), torch.randint(10, 60, (40,), generator=gen)
+    _, used = adapter.refresh(old, last=24)
+    buffers = [t.data_ptr() for t in (*used.keys, *used.values)]  # type: ignore[union-attr]
+    adapter.cached_logits(new, used, 16, 24, "dual")  # writes the window's keys/values into the buffers
+    rows, again = adapter.refresh(new, last=24, reuse=used)
+    fresh_rows, fresh = adapter.refresh(new, last=24)
+    assert again is used and [t.data_ptr() for t in (*again.keys, *again.values)] == buffers  # type: ignore[union-attr]
+    torch.testing.assert_close(rows, fresh_rows, rtol=0, atol=0)
+    for mine, theirs in zip((*again.keys, *again.values), (*fresh.keys, *fresh.values), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+    torch.testing.assert_close(adapter.cached_logits(old, again, 16, 24, "dual"),
+                               adapter.cached_logits(old, fresh, 16, 24, "dual"), rtol=0, atol=0)
+    shorter = new[:32]
+    rows, resized = adapter.refresh(shorter, last=16, reuse=again)
+    torch.testing.assert_close(rows, adapter.logits(shorter, last=16), rtol=1e-9, atol=1e-9)
+    assert resized.get_seq_length() == 32
+    torch.testing.assert_close(adapter.cached_logits(shorter, resized, 16, 24, "dual"), rows[:8],
+                               rtol=1e-9, atol=1e-9)
+
+
 def test_dual_cache_matches_a_hand_written_stale_cache_attention(llada_dir: Path) -> None:
     """Fresh window keys/values mixed with refresh-time keys/values elsewhere, in float64."""
     adapter = load(str(llada_dir), device="cpu", dtype="float64")

@@ -58,8 +58,8 @@ class ToyAdapter(ModelAdapter):
         out[:, MASK] = -30.0
         return out
 
-    def refresh(self, tokens: torch.Tensor, *, last: int | None = None):  # type: ignore[no-untyped-def]
-        """The toy has no keys/values: a 'cache' is just the tokens of the full pass."""
+    def refresh(self, tokens: torch.Tensor, *, last: int | None = None, reuse=None):  # type: ignore[no-untyped-def]
+        """The toy has no keys/values: a 'cache' is just the tokens of the full pass (a new one each time)."""
         return self._toy_logits(tokens)[-(last or tokens.shape[0]) :], ToyCache(tokens.clone())
 
     def cached_logits(self, tokens, cache, start, end, mode):  # type: ignore[no-untyped-def]

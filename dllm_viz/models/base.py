@@ -138,17 +138,22 @@ class ModelAdapter:
         return out.logits[0]
 
     @torch.inference_mode()
-    def refresh(self, tokens: torch.Tensor, *, last: int | None = None) -> tuple[torch.Tensor, WindowKVCache]:
+    def refresh(self, tokens: torch.Tensor, *, last: int | None = None,
+                reuse: WindowKVCache | None = None) -> tuple[torch.Tensor, WindowKVCache]:
         """A full pass that also records every layer's keys/values for later partial passes.
 
         Returns the same logits as `logits(tokens, last=last)` and the recorded cache. Why `last`:
         the LM head over the prompt's rows is work no caller reads, and the refresh is most of what a
         cached decode costs (it opens every block), so it skips them as the uncached pass does.
+        `reuse`: the previous refresh's cache, recorded into again (its buffers overwritten where the
+        shapes match) and returned; the decoder passes it because a refresh that keeps fresh tensors
+        alive runs ~10% slower than a plain pass on CPU (models.kv_cache). Its old contents are gone.
         """
         if not self.supports_cache:
             raise ValueError(f"KV caching needs a natively supported family, not {self.info.family!r}; "
                              "use cache='none'")
-        cache = WindowKVCache(int(self.model.config.num_hidden_layers))
+        layers = int(self.model.config.num_hidden_layers)
+        cache = reuse if reuse is not None and len(reuse.keys) == layers else WindowKVCache(layers)
         keep, extra = self._rows_to_keep(tokens.shape[0], last)
         out = self._run(tokens, cache=cache, position_start=0, key_length=tokens.shape[0], keep=keep)
         return self._kept_rows(out, extra), cache

@@ -9,6 +9,9 @@ Partial passes then reuse them:
   they attend to the whole cached sequence (stale prefix and suffix, fresh window).
 The object is handed to a transformers model as its `cache`: the attention layers call
 `update(...)`, which is all the duck-typing this needs. It knows nothing about decoding.
+A full pass recorded into a cache that already holds buffers of the same shape copies into them
+instead of keeping the pass's own tensors: on CPU, holding each refresh's fresh tensors alive costs
+the allocator new pages, about a tenth of a pass on the bundled model (BENCHMARKS.md, session 32).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ class WindowKVCache:
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys/values the layer's queries attend to (called by transformers' attention)."""
         if self.mode == "record":
+            kept, kept_values = self.keys[layer_idx], self.values[layer_idx]
+            if kept is not None and kept_values is not None and kept.shape == key_states.shape \
+                    and kept.dtype == key_states.dtype and kept.device == key_states.device:
+                kept.copy_(key_states)  # a refresh into the same buffers: see `refresh` in models/base.py
+                kept_values.copy_(value_states)
+                return kept, kept_values
             self.keys[layer_idx], self.values[layer_idx] = key_states, value_states
             return key_states, value_states
         keys, values = self.keys[layer_idx], self.values[layer_idx]
