@@ -50,6 +50,11 @@ TEXT_PARAM = "text"
 # for an easy arith sample) and writes its independent lines in another order than the reference, so
 # the first decode a visitor runs already shows a trade-off. Falls back to the first sample.
 DEFAULT_SAMPLE = "hard/breadth-1"
+# The pages' own pickers, here so app_ui.url_params can name what a bad link value should be.
+COMPARE_MODES = ("one prompt", "a prompt set")
+CONFIG_COUNTS = (2, 3, 4)  # Compare's configurations
+TUNE_MODES = ("by eye", "sweep")
+MAX_PROBLEMS = 50  # Compare's and Tune's prompt sets (small n keeps them quick on CPU)
 # One decode each, not repeated interleaved runs: on a shared CPU this ratio is mostly noise
 # (209.7x wall against 21.3x NFE was seen); `python -m dllm_viz bench` measures it properly.
 WALL_SPEEDUP = "wall speedup (single run)"

@@ -7,8 +7,9 @@ shows one warning naming each parameter that will be dropped and what it accepts
 
 The checks follow the widgets: policy fields are parsed by the component's own field types and
 validated by constructing the component (so the range in the message is the component's own);
-component pickers accept their registry's names; gen lengths the select slider's values. Keys
-of other controls are not judged here (no false alarms).
+component pickers accept their registry's names; gen lengths the select slider's values; the
+pages' own pickers (mode, sample, task, rule, problem count) the options they offer. Keys of
+other controls are not judged here (no false alarms).
 """
 
 from __future__ import annotations
@@ -19,11 +20,21 @@ from collections.abc import Callable, Mapping
 
 import streamlit as st
 
-from app_ui.common import TEMPERATURE_MAX
+from app_ui.common import (
+    COMPARE_MODES,
+    CONFIG_COUNTS,
+    MAX_PROBLEMS,
+    OWN_PROMPT,
+    TEMPERATURE_MAX,
+    TUNE_MODES,
+    sample_prompts,
+)
 from app_ui.widgets import GEN_LENGTHS
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.knobs import parse_knob
+from dllm_viz.replay import replayable
+from dllm_viz.tasks import TASKS
 
 SEED_MAX = 2**31 - 1
 # Prefixes of the composition form (Decode: none, Compare: c1_..c4_) and of Tune's field widgets.
@@ -59,6 +70,11 @@ def _gen_length(text: str) -> str | None:
     return None if text in {str(g) for g in GEN_LENGTHS} else f"one of {', '.join(map(str, GEN_LENGTHS))}"
 
 
+def _sample(text: str) -> str | None:
+    """A prompt picker's value: a bundled sample id or OWN_PROMPT (read when the link is opened)."""
+    return _choice((OWN_PROMPT, *sample_prompts()))(text)
+
+
 _COMPONENT_KEYS: dict[str, Callable[[str], str | None]] = {
     "rule": _choice(tuple(RULES)),
     "block": _choice(tuple(BLOCKS)),
@@ -75,6 +91,20 @@ _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "cmp_gen": _gen_length,
     "tune_gen": _gen_length,
     "tune_block": _integer(1, 1024),
+    # The pages' own pickers (pages/compare.py, pages/tune.py, app_ui.common.prompt_input).
+    "sample": _sample,
+    "cmp_sample": _sample,
+    "tune_sample": _sample,
+    "cmp_mode": _choice(COMPARE_MODES),
+    "cmp_n": _choice(tuple(map(str, CONFIG_COUNTS))),
+    "cmp_task": _choice(tuple(sorted(TASKS))),
+    "cmp_count": _integer(1, MAX_PROBLEMS),
+    "cmp_align": _choice(_BOOLS),
+    "tune_mode": _choice(TUNE_MODES),
+    "tune_rule": _choice(tuple(sorted(r for r in RULES if replayable(RULES[r])))),
+    "tune_task": _choice(tuple(sorted(TASKS))),
+    "tune_n": _integer(1, MAX_PROBLEMS),
+    "tune_ce": _choice(_BOOLS),
 }
 
 

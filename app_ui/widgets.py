@@ -77,7 +77,12 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
         return box.toggle(label, value=bool(spec.default), **extra)
     if spec.kind is tuple:
         shown = ",".join(codecs.encode(s, "unicode_escape").decode() for s in spec.default or ())
-        return parse_strings(box.text_input(label, value=shown, placeholder="default", **extra) or "") or None
+        text = box.text_input(label, value=shown, placeholder="default", **extra) or ""
+        try:
+            return parse_strings(text) or None
+        except ValueError as exc:  # a broken escape, typed or from a link: say so here; the raw text
+            box.error(f"{label}: {exc}")  # fails the component's own check, so Run refuses it too
+            return text
     if spec.kind is str:
         known = weights(spec.name) if weights is not None else []
         if known:

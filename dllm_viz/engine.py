@@ -40,11 +40,16 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
     limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
-    total = len(prompt_ids) + config.gen_length + pipeline.block.canvas_padding(len(prompt_ids), config.gen_length)
+    padding = pipeline.block.canvas_padding(len(prompt_ids), config.gen_length)
+    total = len(prompt_ids) + config.gen_length + padding
     if limit is not None and total > int(limit):
+        # Aligned blocks pad the canvas to whole blocks: name that term, or the sum reads wrong
+        # ("19 + 16 = 1000000") and the advice misses the block length that caused it.
+        padded = f" + padding to whole blocks of {pipeline.block.block_length} ({padding})" if padding else ""
         raise ValueError(
-            f"prompt ({len(prompt_ids)} tokens) + gen_length ({config.gen_length}) = {total} exceeds "
-            f"the model's context of {limit}; shorten the prompt or lower gen_length"
+            f"prompt ({len(prompt_ids)} tokens) + gen_length ({config.gen_length}){padded} = {total} exceeds "
+            f"the model's context of {limit}; shorten the prompt or lower "
+            + ("gen_length or block_length" if padding else "gen_length")
         )
     pipeline.validate(config.gen_length)
 

@@ -13,6 +13,9 @@ from typing import Literal
 import streamlit as st
 
 from app_ui.common import (
+    COMPARE_MODES,
+    CONFIG_COUNTS,
+    MAX_PROBLEMS,
     WALL_SPEEDUP,
     answer_mark,
     canvas_limit,
@@ -42,7 +45,7 @@ require_app_frame()
 st.title("Compare")
 st.caption("Several policies on the same prompt and seed, each against the dense baseline (one token per step).")
 
-mode = st.segmented_control("Compare on", ["one prompt", "a prompt set"], default="one prompt", required=True,
+mode = st.segmented_control("Compare on", list(COMPARE_MODES), default="one prompt", required=True,
                             key="cmp_mode", bind="query-params")
 adapter = current_model()
 left, right = st.columns([3, 1])
@@ -50,7 +53,7 @@ with left:
     prompt = prompt_input("cmp_", bind=True) if mode == "one prompt" else None
 gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right,
                               limit=canvas_limit(adapter, prompt))
-count = int(right.segmented_control("Configurations", [2, 3, 4], default=2, required=True, key="cmp_n",
+count = int(right.segmented_control("Configurations", list(CONFIG_COUNTS), default=2, required=True, key="cmp_n",
                                     bind="query-params") or 2)
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
@@ -77,6 +80,9 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     config = decode_config(gen_length)
     results: list = []
     st.session_state["cmp_results"] = results
+    # How many runs this comparison has, for the "Interrupted" note: the Configurations picker
+    # may change afterwards, and a finished 3-run comparison read as "3 of 5 runs finished".
+    st.session_state["cmp_planned"] = len(configs) + 1
     bar = st.progress(0.0, text="dense baseline")
     for label, pipe in {"dense": Pipeline.dense(gen_length=gen_length), **configs}.items():
         trace = decode_with_bar(adapter, text, pipe, config, bar, label)
@@ -134,14 +140,14 @@ if mode == "one prompt":
         except ValueError as exc:
             st.error(f"Cannot compare: {exc}")
     if results := st.session_state.get("cmp_results"):
-        if len(results) < count + 1:
-            st.warning(f"Interrupted: {len(results)} of {count + 1} runs finished.")
+        if len(results) < (planned := st.session_state.get("cmp_planned", count + 1)):
+            st.warning(f"Interrupted: {len(results)} of {planned} runs finished.")
         if len(results) > 1:
             show_one(results)
 else:
     a, b = st.columns(2)
     task = a.selectbox("Task", sorted(TASKS), key="cmp_task", bind="query-params")
-    n = b.number_input("Problems", 1, 50, 3, key="cmp_count", bind="query-params",
+    n = b.number_input("Problems", 1, MAX_PROBLEMS, 3, key="cmp_count", bind="query-params",
                        help="first n held-out problems of the task (small n keeps it quick on CPU)")
     run = st.button("Run on the prompt set", type="primary", key="cmp_bench_run", disabled=adapter is None)
     if run and adapter is not None and (configs := pipelines()) is not None:

@@ -87,6 +87,11 @@ if st.button("Train", type="primary", key="train_run", disabled=adapter is None)
             raise ValueError(f"the name {name!r} is not a plain file name; use letters, digits, '_', '-' or '.'")
         if gen_length % block_length:
             raise ValueError(f"block length {block_length} must divide gen length {gen_length}")
+        # Like Traces' Save, never replace a file: a second Train under the same default name used to
+        # overwrite the first controller, perhaps the one Decode is using.
+        if (controller_dir() / f"{name}.safetensors").exists():
+            raise ValueError(f"a controller named {name!r} is already in the controller folder; type another "
+                             "name in Save as")
         train(adapter)
     except ValueError as exc:
         st.error(f"Cannot train: {exc}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import (
+    MAX_PROBLEMS,
+    TUNE_MODES,
     cached_figure,
     canvas_limit,
     check_prompt,
@@ -42,7 +44,7 @@ from dllm_viz.tasks import TASKS
 
 require_app_frame()
 st.title("Tune")
-mode = st.segmented_control("Mode", ["by eye", "sweep"], default="by eye", required=True, key="tune_mode",
+mode = st.segmented_control("Mode", list(TUNE_MODES), default="by eye", required=True, key="tune_mode",
                             bind="query-params")
 adapter = current_model()
 prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
@@ -57,12 +59,14 @@ block_length = int(right.number_input("Block length", 1, 1024, min(natural_block
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
 
 
-def pipeline(options: dict) -> Pipeline | None:
-    """The chosen rule (+ CE) in fixed blocks, or None after showing why the values are invalid."""
+def pipeline(options: dict, length: int) -> Pipeline | None:
+    """The chosen rule (+ CE) in fixed blocks, checked against the `length` positions it will decode
+    (the recorded dense trace's, which the Gen length slider no longer changes), or None after
+    showing why the values are invalid."""
     try:
         pipe = Pipeline.from_names(str(rule), "fixed", "kalman" if ce else None, block_length=block_length,
                                    **confine_weights(options))
-        pipe.validate(gen_length)
+        pipe.validate(length)
         return pipe
     except ValueError as exc:
         st.error(f"Invalid setting: {exc}")
@@ -100,7 +104,10 @@ def replay_view() -> None:
     if dense is None:
         st.info("Record a dense trace first; then every slider replays it instantly.")
         return
-    if (pipe := pipeline(options)) is None:
+    if dense.gen_length != gen_length:
+        st.info(f"The recorded dense trace has {dense.gen_length} positions; the replay and Verify use them. "
+                f"Record again to use Gen length {gen_length}.")
+    if (pipe := pipeline(options, dense.gen_length)) is None:
         return
     virtual = replay(dense, pipe, seed=int(st.session_state.get("seed", 0)),
                      answer_text=adapter.answer_text if adapter else None)
@@ -136,9 +143,14 @@ def replay_view() -> None:
     verify = st.button("Verify with a real run", type="primary", key="tune_verify", disabled=adapter is None)
     if verify and adapter is not None:
         bar = st.progress(0.0, text="verify")
-        real = decode_with_bar(adapter, (dense.meta.prompt_text or ""), pipe,
-                               decode_config(dense.gen_length), bar, "real run")
-        bar.empty()
+        try:  # the sidebar's model may have changed since the recording (e.g. a shorter context)
+            real = decode_with_bar(adapter, (dense.meta.prompt_text or ""), pipe,
+                                   decode_config(dense.gen_length), bar, "real run")
+        except ValueError as exc:
+            st.error(f"Cannot verify: {exc}")
+            return
+        finally:
+            bar.empty()
         real_verdict = sample_verdict(real)
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
                     f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint"
@@ -162,7 +174,7 @@ def sweep() -> None:
                          bind="query-params")
     values2 = b.text_input("Values ", "", key="tune_v2", bind="query-params", disabled=second == "(none)")
     task = a.selectbox("Task", sorted(TASKS), key="tune_task", bind="query-params")
-    n = b.number_input("Problems", 1, 50, 3, key="tune_n", bind="query-params")
+    n = b.number_input("Problems", 1, MAX_PROBLEMS, 3, key="tune_n", bind="query-params")
     if st.button("Run sweep", type="primary", key="tune_sweep", disabled=adapter is None) and adapter is not None:
         try:
             grid = {str(first): parse_values(str(first), values1 or "", numeric)}

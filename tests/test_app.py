@@ -216,6 +216,8 @@ def test_play_steps_on_each_tick_and_pause_stops(dirs: dict[str, Path]) -> None:
     (FAST, "x" * 5000, "shorten it to at most"),
     (FAST, "x" * 600, "exceeds the model's context"),
     ({**FAST, "rule": "threshold", "threshold": "0.0"}, None, "`threshold` must be in (0, 1]"),
+    ({"gen": "32", "block": "adablock", "delimiters": "\\x"}, None, "'\\\\x' holds a broken escape"),
+    ({"gen": "32", "block": "aligned", "block_length": "1024"}, None, "+ padding to whole blocks of 1024"),
 ])
 def test_bad_input_shows_an_error_and_the_page_survives(dirs: dict[str, Path], query: dict[str, str],
                                                          prompt: str | None, message: str) -> None:
@@ -326,6 +328,14 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     assert heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
 
 
+def test_a_finished_comparison_is_not_called_interrupted_when_the_count_changes(dirs: dict[str, Path]) -> None:
+    at = click(open_app("compare", {"cmp_gen": "16", "c1_block_length": "8", "c2_block_length": "8"}), "cmp_run")
+    assert len(at.session_state["cmp_results"]) == 3
+    at.segmented_control(key="cmp_n").set_value(4).run()
+    assert not any("Interrupted" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert len(at.session_state["cmp_results"]) == 3 and not at.exception
+
+
 def test_compare_on_a_prompt_set_reports_accuracy(dirs: dict[str, Path]) -> None:
     at = open_app("compare", {"cmp_mode": "a prompt set", "cmp_gen": "16", "cmp_count": "1",
                               "c1_block_length": "16", "c2_block_length": "16"})
@@ -358,6 +368,18 @@ def test_by_eye_replays_instantly_and_verify_runs_for_real(dirs: dict[str, Path]
     click(at, "tune_verify")
     real = next(m.value for m in at.markdown if "Real run:" in m.value)
     assert "its answer is right ✓." in real or "its answer is wrong ✗." in real
+
+
+def test_by_eye_checks_the_rule_against_the_recorded_trace_not_the_gen_slider(dirs: dict[str, Path]) -> None:
+    at = click(open_app("tune", {"tune_gen": "32", "tune_block": "8"}), "tune_record")
+    at.select_slider(key="tune_gen").set_value(64).run()
+    at.number_input(key="tune_block").set_value(64).run()  # divides 64, not the recorded 32
+    assert any("got block_length=64 and gen_length=32" in e for e in errors(at)), errors(at)
+    assert any("has 32 positions" in i.value and "Gen length 64" in i.value for i in at.info)
+    assert not at.exception and not [b for b in at.button if b.key == "tune_verify"]  # Verify crashed here
+    at.number_input(key="tune_block").set_value(16).run()
+    click(at, "tune_verify")
+    assert any("Real run:" in m.value for m in at.markdown)
 
 
 def test_sweep_plots_nfe_against_accuracy(dirs: dict[str, Path]) -> None:
@@ -393,6 +415,17 @@ def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path])
     click(at, "run")
     assert not errors(at), errors(at)
     assert "tspd_gate" in at.session_state["trace"].extras
+
+
+def test_train_never_replaces_a_controller_of_the_same_name(dirs: dict[str, Path]) -> None:
+    at = open_app("train")
+    name = at.text_input(key="train_name_tspd").value
+    earlier = dirs["controllers"] / f"{name}.safetensors"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"an earlier controller")
+    click(at, "train_run")
+    assert any(f"{name!r} is already in the controller folder" in e for e in errors(at)), errors(at)
+    assert earlier.read_bytes() == b"an earlier controller" and "train_result" not in at.session_state
 
 
 # ---- Traces -------------------------------------------------------------------------------
@@ -607,6 +640,26 @@ def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Pa
     at = open_app("traces", {"file": "gone.npz"})
     assert any("gone.npz" in w.value and "not in this library" in w.value for w in at.warning), at.warning
     assert not errors(at) and at.selectbox(key="file").value == "(none)"
+
+
+@pytest.mark.parametrize(("page", "query", "needles"), [
+    ("compare", {"cmp_n": "9", "cmp_mode": "all", "cmp_sample": "nope", "cmp_count": "500"},
+     ["cmp_n='9' (one of 2, 3, 4)", "cmp_mode='all' (one of one prompt, a prompt set)", "cmp_sample='nope'",
+      "cmp_count='500' (an integer from 1 to 50)"]),
+    ("tune", {"tune_mode": "grid", "tune_rule": "block_refinement", "tune_task": "nope", "tune_ce": "yes"},
+     ["tune_mode='grid' (one of by eye, sweep)", "tune_rule='block_refinement'", "tune_task='nope'",
+      "tune_ce='yes' (one of true, false)"]),
+])
+def test_a_link_with_bad_page_settings_names_each_dropped_value(dirs: dict[str, Path], page: str,
+                                                                query: dict[str, str], needles: list[str]) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(f"pages/{page}.py")  # the link opens this page first, as the warning must be on it
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    text = " ".join(w.value for w in at.warning)
+    assert all(needle in text for needle in needles), text
 
 
 def test_a_link_asking_for_more_positions_than_the_context_says_so(dirs: dict[str, Path]) -> None:

@@ -178,6 +178,11 @@ def test_sweep_values_and_grid() -> None:
 def test_parse_strings_reads_python_escapes() -> None:
     assert parse_strings(r"\n,.") == ("\n", ".")
     assert parse_strings("") == ()
+    assert parse_strings("。,é,\\x2c") == ("。", "é", ",")  # typed characters stay as typed, not UTF-8 bytes
+    for broken in ("\\", r"a,\x4", r"\u12"):  # a ValueError naming the part, not a UnicodeDecodeError
+        with pytest.raises(ValueError, match=r"holds a broken escape .*write a backslash as") as info:
+            parse_strings(broken)
+        assert type(info.value) is ValueError
 
 
 def test_rules_that_draw_their_own_candidates_are_not_replayable(dense: Trace) -> None:

@@ -8,7 +8,6 @@ reader here (`field_kind`). Knows nothing about what a knob means.
 
 from __future__ import annotations
 
-import codecs
 import re
 import typing
 from collections.abc import Mapping
@@ -195,8 +194,26 @@ def check_knobs(component: Any) -> None:
 
 
 def parse_strings(text: str) -> tuple[str, ...]:
-    r"""Comma-separated strings with Python escapes, e.g. `\n,.` -> ("\n", ".")."""
-    return tuple(codecs.decode(part, "unicode_escape") for part in text.split(",") if part)
+    r"""Comma-separated strings with Python escapes, e.g. `\n,.` -> ("\n", "."); `\x2c` is a comma.
+
+    Other characters are kept as typed: `codecs.decode(part, "unicode_escape")` read a typed
+    delimiter such as `。` (a Chinese full stop) as its UTF-8 bytes, `ã\x80\x82`, a string no
+    token of the model spells, so the delimiter was silently never found.
+
+    Raises:
+        ValueError: a part holds a broken escape (a lone trailing backslash, `\x4`, ...); the
+            message names the part and how to write a backslash.
+    """
+    out = []
+    for part in text.split(","):
+        if not part:
+            continue
+        try:  # escape only what latin-1 lacks, so unicode_escape reads every other character back as itself
+            out.append(part.encode("latin-1", "backslashreplace").decode("unicode_escape"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{part!r} holds a broken escape ({exc.reason}); write a backslash as \\\\, a "
+                             "newline as \\n, a comma as \\x2c") from None
+    return tuple(out)
 
 
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -212,13 +229,16 @@ def parse_text(spec: Knob, text: str, label: str = "") -> Any:
     where = f"{label} option " if label else "option "
     if text.lower() == "none" and spec.optional:
         return None
+    if spec.kind is tuple:
+        try:
+            return parse_strings(text)
+        except ValueError as exc:  # its message says which part is broken and how to write it
+            raise ValueError(f"{where}{spec.name}: {exc}") from None
     try:
         if spec.kind is bool:
             if text.lower() not in _TRUE + _FALSE:
                 raise ValueError(text)
             value: Any = text.lower() in _TRUE
-        elif spec.kind is tuple:
-            value = parse_strings(text)
         else:
             value = spec.kind(text)
     except ValueError:
