@@ -41,6 +41,9 @@ def parse_values(name: str, text: str, specs: Sequence[Knob]) -> list[Any]:
                              f"{name}; write comma-separated values such as 0.5, 0.7, 0.9") from None
     if not values:
         raise ValueError(f"no values given for {name}; write comma-separated values such as 0.5, 0.7, 0.9")
+    # A repeated value would name one grid point twice, and the second run would silently replace the first.
+    if repeated := sorted({v for v in values if values.count(v) > 1}):
+        raise ValueError(f"{name} lists {', '.join(map(str, repeated))} more than once; give each value once")
     return values
 
 

@@ -8,7 +8,7 @@ shows one warning naming each parameter that will be dropped and what it accepts
 The checks follow the widgets: policy fields are parsed by the component's own field types and
 validated by constructing the component (so the range in the message is the component's own);
 component pickers accept their registry's names; gen lengths the select slider's values; the
-pages' own pickers (mode, sample, task, rule, problem count) the options they offer. Keys of
+pages' own pickers (mode, sample, task, rule, problem count, Learn's chapter) the options they offer. Keys of
 other controls are not judged here (no false alarms).
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 
 import streamlit as st
 
+from app_ui.chapters import CHAPTERS
 from app_ui.common import (
     COMPARE_MODES,
     CONFIG_COUNTS,
@@ -105,6 +106,7 @@ _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "tune_task": _choice(tuple(sorted(TASKS))),
     "tune_n": _integer(1, MAX_PROBLEMS),
     "tune_ce": _choice(_BOOLS),
+    "chapter": _choice(tuple(CHAPTERS)),  # pages/learn.py
 }
 
 

@@ -649,6 +649,7 @@ def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Pa
     ("tune", {"tune_mode": "grid", "tune_rule": "block_refinement", "tune_task": "nope", "tune_ce": "yes"},
      ["tune_mode='grid' (one of by eye, sweep)", "tune_rule='block_refinement'", "tune_task='nope'",
       "tune_ce='yes' (one of true, false)"]),
+    ("learn", {"chapter": "7 Sampling"}, ["chapter='7 Sampling' (one of 1 Masking, 2 Confidence"]),
 ])
 def test_a_link_with_bad_page_settings_names_each_dropped_value(dirs: dict[str, Path], page: str,
                                                                 query: dict[str, str], needles: list[str]) -> None:

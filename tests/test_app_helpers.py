@@ -169,6 +169,8 @@ def test_sweep_values_and_grid() -> None:
         parse_values("delta_p", "0.5, x", specs)
     with pytest.raises(ValueError, match="no values"):
         parse_values("m", " , ", specs)
+    with pytest.raises(ValueError, match=r"delta_p lists 0.9 more than once"):
+        parse_values("delta_p", "0.9, 0.5, 0.90", specs)
     configs = sweep_configs("cora", None, 16, 32, {"delta_p": [0.5, 0.9], "m": [1, 2]})
     assert next(iter(configs)) == "dense" and "delta_p=0.9, m=2" in configs and len(configs) == 5
     with pytest.raises(ValueError, match="must be in"):

@@ -1,0 +1,38 @@
+"""The Learn page's chapters: each chapter's name (in the URL as `chapter=`) and its opening text.
+
+Here, not in pages/learn.py, so that app_ui.url_params can name a bad `chapter` link value from the
+same list the page offers. Text only; the page draws each chapter's example.
+"""
+
+from __future__ import annotations
+
+CHAPTERS = {
+    "1 Masking": "A diffusion LM does not write left to right. It starts from a **canvas of mask tokens** after "
+                 "the prompt and fills it in over several **steps**. Below: the canvas before any step — every "
+                 "position is a mask (grey). On the Decode page, *Gen length* sets how many positions there are.",
+    "2 Confidence": "Each step is one **forward pass** over the whole canvas. For every masked position the model "
+                    "proposes a **candidate** token with a **confidence** (its probability). Below: the canvas "
+                    "after one step — committed tokens are coloured by confidence, drafts are the candidates not "
+                    "yet accepted. On the Decode page, press *Step* (→) to run exactly one pass.",
+    "3 Remasking": "LLaDA commits a fixed number of positions per step — the most confident ones — and "
+                   "**re-masks** the rest, so those positions are predicted again next step with more context. "
+                   "Below: the commit order with 2 tokens per step (steps = 32 for 64 positions). On the Decode "
+                   "page, pick the *fixed_steps* commit rule and change *steps*.",
+    "4 Blocks": "Semi-autoregressive **blocks** split the canvas into windows decoded left to right; inside a "
+                "block, the order is free. Move the slider and watch the commit order form bands. On the Decode "
+                "page this is *block length* (or *adablock*, which sizes blocks at line breaks).",
+    "5 NFE": "**NFE** (number of function evaluations) counts forward passes — the cost. The *threshold* rule "
+             "commits every position whose confidence is above τ, so confident stretches go in parallel and "
+             "NFE drops below the one-token-per-step baseline. Lower τ: fewer passes, more risk of mistakes.",
+    "6 Block diffusion": "**Block diffusion** models (LLaDA2.x, SDAR, Fast-dLLM v2) are trained to decode block "
+                         "after block. Inside a block they attend both ways; across blocks, **block-causal "
+                         "attention**: a position sees its own block and the earlier ones, never a later one. So a "
+                         "pass needs only the prompt and the canvas up to the current block's end, and a finished "
+                         "block's keys and values never change: the *exact* cache keeps them and each pass "
+                         "computes only the current block, with the same result. Their rule, LLaDA2's *block "
+                         "refinement*, can also make a **token edit**: replace a committed token when the model "
+                         "now prefers another one confidently. Once a block is full, **post-steps** keep refining "
+                         "it while edits happen. Below: block refinement on aligned blocks of 32 on the loaded "
+                         "model (the bundled tiny one is bidirectional, so it sees the whole canvas, but the rule is "
+                         "the same).",
+}
