@@ -77,6 +77,26 @@ def wasted_refinement_fraction(trace: Trace, *, answer_only: bool = False) -> fl
     return wasted / spent if spent else 0.0
 
 
+def tail_redundant_share(trace: Trace) -> float:
+    """The part of `wasted_refinement_fraction(trace)` (over all positions) the end-of-text tail makes.
+
+    The tail's redundant token-steps over all masked token-steps: a floor under the all-position share
+    that no better answer can lower. Why: a model that knows from its first pass where its answer ends
+    (the bundled model does, on every held-out hard problem) keeps the tail masked but settled until its
+    block opens, so on a canvas far longer than the answer this floor alone decides the share (issue
+    #19's "< 80%" at gen 256: BENCHMARKS.md, session 32).
+
+    Returns:
+        A fraction in [0, 1); 0.0 when nothing was committed.
+    """
+    commit = trace.commit_step.astype(np.int64)
+    settled = settled_step(trace).astype(np.int64)
+    committed = commit >= 0
+    spent = int((commit[committed] + 1).sum())
+    wasted = int((commit - settled)[committed & (settled >= 0) & trace.is_end_of_text].sum())
+    return wasted / spent if spent else 0.0
+
+
 def candidate_flips(trace: Trace) -> int:
     """Answer positions whose top-1 candidate changed at least once while they were masked.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
+from dllm_viz.dynamics import candidate_flips, tail_redundant_share, wasted_refinement_fraction
 from tests.trace_factory import EOS, hand_trace, make_trace
 
 # As tests/test_figures_views.py: position 0 holds 3 then 4 (committed at 4), position 1 goes 5 -> 6
@@ -35,6 +35,17 @@ def test_the_answer_share_leaves_the_end_of_text_tail_out() -> None:
     tail_only = hand_trace([[EOS, EOS]] * 2, [1, 1])
     assert wasted_refinement_fraction(tail_only) == 1 / 2
     assert wasted_refinement_fraction(tail_only, answer_only=True) == 0.0
+
+
+def test_the_tail_share_is_the_tails_part_of_the_all_position_share() -> None:
+    # The trace above: the tail's 3 + 3 wasted steps of 12 masked ones; position 0's 1 is the answer's.
+    candidates = [[5, EOS, EOS], [6, EOS, EOS], [7, EOS, EOS], [7, EOS, EOS]]
+    assert tail_redundant_share(hand_trace(candidates, [3, 3, 3])) == 6 / 12
+    # A tail that settles late (EOS only from step 2) wastes less: 1 + 1 of 12.
+    late = [[5, 8, 9], [6, 8, 9], [7, EOS, EOS], [7, EOS, EOS]]
+    assert tail_redundant_share(hand_trace(late, [3, 3, 3])) == 2 / 12
+    assert tail_redundant_share(hand_trace([[5, 6]] * 3, [2, 2])) == 0.0  # no tail
+    assert tail_redundant_share(make_trace(0, 4)) == 0.0
 
 
 def test_block_passes_counts_commit_steps_per_block_answer_and_tail_apart() -> None:

@@ -4,8 +4,9 @@ Why: issue #19 asks threshold 0.9 for >= 24 passes at gen 256, "3 per 32-token b
 blocks included". A block whose positions are all end-of-text commits in one pass once the model
 knows the answer ended (the physical minimum), so the total depends on how many of the 8 blocks the
 answer fills as much as on how hard each answer block is. This prints both, and redundant
-refinement over all positions and over the answer's (`dllm_viz.dynamics`), on held-out problems of
-the hard split's depth and breadth families:
+refinement over all positions (with the part the end-of-text tail alone makes, a floor no better
+answer lowers) and over the answer's (`dllm_viz.dynamics`), on held-out problems of the hard
+split's depth and breadth families:
 
     python tools/block_passes.py --model tiny --policy 'threshold(threshold=0.9)' --n 100
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
-from dllm_viz.dynamics import wasted_refinement_fraction
+from dllm_viz.dynamics import tail_redundant_share, wasted_refinement_fraction
 from dllm_viz.evaluation import heldout_problems, run_problem
 from dllm_viz.models import load
 from dllm_viz.trace import Trace
@@ -59,7 +60,7 @@ def main() -> None:
     config = DecodeConfig(gen_length=args.gen_length)
     options = {"block_length": args.block_length}
     problems = [p for task in args.tasks.split(",") for p in heldout_problems(task, args.n)]
-    answer, eos, redundant, redundant_answer, correct, nfe, tokens = [], [], [], [], [], [], []
+    answer, eos, redundant, redundant_answer, tail, correct, nfe, tokens = [], [], [], [], [], [], [], []
     for problem in problems:
         result, trace = run_problem(adapter, problem, parse_config(args.policy, options), config)
         a, e = block_passes(trace, args.block_length)
@@ -67,6 +68,7 @@ def main() -> None:
         eos += e
         redundant.append(wasted_refinement_fraction(trace))
         redundant_answer.append(wasted_refinement_fraction(trace, answer_only=True))
+        tail.append(tail_redundant_share(trace))
         correct.append(result.correct)
         nfe.append(result.nfe)
         tokens.append(result.tokens)  # answer tokens, end-of-text left out (Trace.summary)
@@ -75,8 +77,8 @@ def main() -> None:
           f"mean passes {np.mean(nfe):.2f}, answer tokens {np.mean(tokens):.1f}")
     print(f"passes per answer block {np.mean(answer):.2f} ({len(answer) / count:.2f} blocks a problem); "
           f"per end-of-text-only block {np.mean(eos) if eos else float('nan'):.2f} ({len(eos) / count:.2f} a problem)")
-    print(f"redundant refinement: all positions {np.mean(redundant):.3f}, "
-          f"answer positions {np.mean(redundant_answer):.3f}")
+    print(f"redundant refinement: all positions {np.mean(redundant):.3f} (of which the end-of-text tail "
+          f"{np.mean(tail):.3f}), answer positions {np.mean(redundant_answer):.3f}")
 
 
 if __name__ == "__main__":
