@@ -177,7 +177,8 @@ def _overrides(cls: type, arguments: str) -> dict[str, Any]:
     """`delta_p=0.99,m=3` -> {"delta_p": 0.99, "m": 3}, typed by the component's fields.
 
     A comma starts a new option only before `name=`, so tuple values keep theirs
-    (`adablock(delimiters=\\n,.)`).
+    (`adablock(delimiters=\\n,.)`). An option written twice is refused: silently keeping the
+    last value would run another operating point than the label says.
     """
     values: dict[str, Any] = {}
     for item in re.split(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)", arguments):
@@ -186,6 +187,9 @@ def _overrides(cls: type, arguments: str) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep:
             raise ValueError(f"option {item.strip()!r} of {cls.name!r} needs the form name=value")  # type: ignore[attr-defined]
+        if key.strip() in values:
+            raise ValueError(f"option {key.strip()!r} of {cls.name!r} is given twice in ({arguments}); "  # type: ignore[attr-defined]
+                             "give it once")
         values[key.strip()] = parse_knob(cls, key.strip(), text)
     return values
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from numbers import Integral
 from typing import Any, Literal
 
 MAX_GEN_LENGTH = 4096
+MAX_SEED = 2**64  # torch.Generator's seed range is [0, 2**64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,9 @@ class DecodeConfig:
             raise ValueError(f"`temperature` must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"`max_steps` must be >= 1 or None, got {self.max_steps!r}")
+        # torch.Generator.manual_seed takes [0, 2**64); outside it torch's own message names no flag.
+        if isinstance(self.seed, bool) or not isinstance(self.seed, Integral) or not 0 <= self.seed < MAX_SEED:
+            raise ValueError(f"`seed` must be an integer in [0, 2**64), got {self.seed!r}; pass e.g. --seed 0")
         if self.softmax_dtype not in ("float64", "float32"):
             raise ValueError(
                 f"`softmax_dtype` must be 'float64' or 'float32', got {self.softmax_dtype!r}"

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# `name=lo:hi:count` inside a component's parentheses.
-_RANGE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([-+0-9.eE]+):([-+0-9.eE]+):([0-9]+)")
+# `name=lo:hi:count` inside a component's parentheses. The count is read up to the next ',' or ')'
+# so that a malformed one (`2.5`, `-2`, `x`) is named in the error instead of being cut short.
+_RANGE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([-+0-9.eE]+):([-+0-9.eE]+):([^,()\s]*)")
 MAX_POINTS = 50
 
 
@@ -38,8 +39,9 @@ def parse_sweep(spec: str) -> Sweep:
     """Expand `rule(knob=lo:hi:count,...)+...` into `count` configurations.
 
     Raises:
-        ValueError: no range or more than one, count outside 2..MAX_POINTS, lo >= hi, or a bound
-            that is not a number (the message shows the form to write).
+        ValueError: no range or more than one, a count that is not a whole number in
+            2..MAX_POINTS, lo >= hi, or a bound that is not a number (the message shows the form
+            to write).
     """
     found = list(_RANGE.finditer(spec))
     if len(found) != 1:
@@ -53,6 +55,9 @@ def parse_sweep(spec: str) -> Sweep:
         low, high = float(low_text), float(high_text)
     except ValueError as exc:
         raise ValueError(f"sweep bounds of {knob!r} must be numbers, got {low_text!r} and {high_text!r}") from exc
+    if not count_text.isdigit():
+        raise ValueError(f"the sweep count of {knob!r} must be a whole number of points in 2..{MAX_POINTS}, "
+                         f"got {count_text!r} in {spec!r}; e.g. {knob}={low_text}:{high_text}:8")
     count = int(count_text)
     if not 2 <= count <= MAX_POINTS:
         raise ValueError(f"a sweep takes 2..{MAX_POINTS} points, got {count} in {spec!r}")

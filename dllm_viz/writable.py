@@ -28,3 +28,12 @@ def check_writable(path: Path, what: str) -> None:
     except OSError as exc:
         raise ValueError(f"{what} {str(path)!r} is not writable ({exc.strerror or exc.__class__.__name__}); "
                          "choose a folder you can write to") from None
+
+
+def check_new_file(path: Path, what: str) -> None:
+    """Raise ValueError if `path` exists or cannot be created: a finished result is never replaced,
+    and a file written only once the work is done (a report, a chart) is checked before the work."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} already exists; choose another path (finished results are never "
+                         "overwritten)")
+    check_writable(path, what)

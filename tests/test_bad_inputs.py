@@ -390,6 +390,101 @@ class TestCLI:
         assert kept is not None and np.array_equal(kept.tokens, trace.tokens) and again.get(1) is None
 
 
+class TestBadInputHunt:
+    """Inputs a user gets wrong, each once silently mishandled: one line naming value and fix, exit 2."""
+
+    @pytest.mark.parametrize(("argv", "needle"), [
+        (["--policies", "dense,threshold(threshold=0.5,threshold=0.6)"], "'threshold' of 'threshold' is given twice"),
+        (["--sweep", "threshold(threshold=0.5:0.9:3,threshold=0.7)"], "is given twice"),
+        (["--sweep", ""], "exactly one knob range"),
+        (["--sweep", "threshold(threshold=0.5:0.9:2.5)"], "got '2.5'"),
+        (["--sweep", "threshold(threshold=0.5:0.9:-2)"], "got '-2'"),
+        (["--seed", "-1"], "`seed` must be an integer in [0, 2**64), got -1"),
+        (["--tasks", "arith,arith"], "twice"),
+        (["--tasks", "hard,hard/chain", "--n", "100"], "twice"),
+    ])
+    def test_bench_options_that_ran_another_experiment(self, argv: list[str], needle: str, tiny_dir: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+        one_line_error(capsys, main(["bench", "--model", str(tiny_dir), "--n", "1", *FAST, *argv]), needle)
+
+    def test_plot_is_checked_before_the_run_and_never_replaced(self, tmp_path: Path, tiny_dir: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+        base = ["bench", "--model", str(tiny_dir), "--n", "1", *FAST]
+        (tmp_path / "dir.html").mkdir()
+        one_line_error(capsys, main([*base, "--plot", str(tmp_path / "dir.html")]), "is a directory")
+        (tmp_path / "afile").write_text("x")
+        one_line_error(capsys, main([*base, "--plot", str(tmp_path / "afile" / "p.html")]), "is a file")
+        old = tmp_path / "old.html"
+        old.write_text("an earlier chart")
+        one_line_error(capsys, main([*base, "--plot", str(old)]), "already exists")
+        assert old.read_text() == "an earlier chart"
+        assert "[1/" not in capsys.readouterr().err  # nothing was decoded
+
+    @pytest.mark.parametrize(("content", "needle"), [
+        (b"\xff\xfe\x00binary", "is not UTF-8 text"),
+        (None, "is a directory"),
+    ])
+    def test_prompt_files_that_are_not_text(self, content: bytes | None, needle: str, tmp_path: Path,
+                                            tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = tmp_path / "p.jsonl"
+        if content is None:
+            path.mkdir()
+        else:
+            path.write_bytes(content)
+        status = main(["eval", "--model", str(tiny_dir), "--prompts", str(path), *FAST])
+        one_line_error(capsys, status, needle, str(path))
+
+    def test_a_repeated_problem_id_is_refused(self, tmp_path: Path, tiny_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        problem = Problem(task="arith", problem_id="p1", prompt="1 + 1?", target="x", gold="2")
+        path = tmp_path / "dup.jsonl"
+        dump_problems([problem, problem], path)
+        for command in ("eval", "bench"):  # counted twice, and a bench --resume crashed on it
+            status = main([command, "--model", str(tiny_dir), "--prompts", str(path), *FAST])
+            one_line_error(capsys, status, ":2 repeats problem_id 'p1' of line 1")
+
+    def test_model_name_and_tokenizer_errors(self, tmp_path: Path, tiny_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+        base = ["decode", "--prompt", "hi", *FAST]
+        one_line_error(capsys, main([*base, "--model", ""]), "the model name is empty")
+        broken = tmp_path / "no_tokenizer"
+        shutil.copytree(tiny_dir, broken)
+        (broken / "tokenizer.json").unlink()
+        one_line_error(capsys, main([*base, "--model", str(broken)]), "cannot load the tokenizer", "tokenizer.json")
+
+    @pytest.mark.parametrize(("ratios", "needle"), [("", "no masking ratio"), ("1.5", "must be in (0, 1]")])
+    def test_diagnose_ratios_before_the_model(self, ratios: str, needle: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        missing = tmp_path / "never_loaded"  # a model that cannot load: the ratios are refused first
+        status = main(["diagnose", "--model", str(missing), "--n", "2", "--ratios", ratios, "--list-n", "0"])
+        one_line_error(capsys, status, needle)
+
+    def test_train_controller_out_that_is_a_folder(self, tmp_path: Path, tiny_dir: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+        status = main(["train-controller", "--model", str(tiny_dir), "--n", "2", "--out", str(tmp_path)])
+        one_line_error(capsys, status, "is a directory", "tspd.safetensors")
+        assert not tmp_path.with_suffix(".safetensors").exists()  # once written beside the folder
+
+    @pytest.mark.parametrize(("argv", "needle"), [
+        (["--eval-every", "0"], "`eval_every` must be >= 1"),
+        (["--log-every", "0"], "`log_every` must be >= 1"),
+        (["--max-steps", "-1"], "`max_steps` must be >= 0"),
+        (["--warmup-steps", "-5"], "`warmup_steps` must be >= 0"),
+        (["--init-from", "EMPTY"], "no config.json"),
+        (["--out", "FILE"], "is a file"),
+    ])
+    def test_train_tiny_refuses_before_making_the_run(self, argv: list[str], needle: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "afile").write_text("x")
+        swap = {"EMPTY": str(tmp_path / "empty"), "FILE": str(tmp_path / "afile")}
+        run = tmp_path / "run"
+        argv = [swap.get(a, a) for a in argv]
+        status = main(["train-tiny", "--no-export", "--minutes", "0.01", "--device", "cpu", "--out", str(run), *argv])
+        one_line_error(capsys, status, needle)
+        assert not run.exists()
+
+
 class TestTraceFiles:
     """Crafted or damaged .npz files: a TraceFileError naming the field, memory bounded, file untouched."""
 

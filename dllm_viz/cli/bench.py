@@ -26,6 +26,7 @@ from dllm_viz.cli.options import (
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
+from dllm_viz.writable import check_new_file
 
 if TYPE_CHECKING:  # pandas loads only when a command needs it
     import pandas as pd
@@ -85,9 +86,11 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     check_resume(args)
-    sweep = parse_sweep(args.sweep) if args.sweep else None
+    sweep = parse_sweep(args.sweep) if args.sweep is not None else None  # '' is an error, not "no sweep"
     if args.plot is not None and args.plot.suffix != ".html":
         raise ValueError(f"`--plot` writes an .html chart, got {str(args.plot)!r}; name it e.g. frontier.html")
+    if args.plot is not None:
+        check_new_file(args.plot, "--plot")  # before the run: the chart is written only once it is done
     configs = _configs(args, list(sweep.labels) if sweep else [])
     config = decode_config(args)
     for pipe in configs.values():
@@ -127,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         from dllm_viz.figures.compare import nfe_accuracy_scatter
 
         records = [(label, row["mean_nfe"], row["accuracy"]) for label, row in summary.iterrows()]
-        nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(args.plot)
+        with args.plot.open("x", encoding="utf-8") as handle:  # never replaces a chart written meanwhile
+            nfe_accuracy_scatter(records, title=f"NFE vs accuracy, n={len(problems)}").write_html(handle)
         print(f"wrote {args.plot}")
     return 0
 
@@ -239,4 +243,9 @@ def problem_set(args: argparse.Namespace, skip: int, n: int) -> list:  # type: i
                               skip, n)]
     if not problems:
         raise ValueError(f"--tasks {args.tasks!r} gave no problems; check --n, --skip and --data")
+    ids = [p.problem_id for p in problems]
+    if len(set(ids)) < len(ids):  # e.g. arith,arith or hard,hard/chain: a problem would count twice
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"--tasks {args.tasks!r} holds problem {twice!r} twice (a task named twice, or a mix and "
+                         "one of its families); name each task once")
     return problems

@@ -32,7 +32,7 @@ from dllm_viz.cli.options import (
     warn_unsafe,
 )
 from dllm_viz.cli.results import ResultsFile
-from dllm_viz.writable import check_writable
+from dllm_viz.writable import check_new_file
 
 if TYPE_CHECKING:  # the library module imports pandas and the bench; the CLI loads them only to run
     import pandas as pd
@@ -291,10 +291,7 @@ def _check_out(out: Path | None) -> None:
         return
     if out.suffix != ".json":
         raise ValueError(f"`--out` writes a .json report, got {str(out)!r}; name it e.g. calibration.json")
-    if out.exists():
-        raise ValueError(f"--out {str(out)!r} already exists; choose another path (finished results are never "
-                         "overwritten)")
-    check_writable(out, "--out")
+    check_new_file(out, "--out")
 
 
 def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # type: ignore[type-arg]

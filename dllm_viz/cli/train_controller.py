@@ -82,8 +82,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def weights_path(args: argparse.Namespace) -> Path:
-    """--out with the .safetensors suffix, else the user's controller folder (never the bundled file)."""
+    """--out with the .safetensors suffix, else the user's controller folder (never the bundled file).
+
+    Raises:
+        ValueError: --out is a folder (its suffix swap would write the weights beside it, not in it).
+    """
     if args.out is not None:
+        if args.out.is_dir():
+            raise ValueError(f"--out {str(args.out)!r} is a directory; give a weights file in it, e.g. "
+                             f"{str(args.out / f'{args.kind}.safetensors')!r}")
         return args.out.with_suffix(".safetensors")
     folder = Path(os.environ.get(CONTROLLER_DIR_ENV, "~/.dllm_viz/controllers")).expanduser()
     model = "tiny" if args.model == "tiny" else Path(args.model.rstrip("/")).name or "model"

@@ -189,6 +189,8 @@ def _local_directory(name_or_path: str) -> Path:
                 "train it with `python -m dllm_viz train-tiny`"
             )
         return TINY_DIR
+    if not name_or_path.strip():  # Path("") is the working directory: "a directory without config.json" misleads
+        raise ModelLoadError("the model name is empty; pass 'tiny', a checkpoint directory or a hub id (owner/name)")
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -239,7 +241,11 @@ def _load_tokenizer(directory: Path, name_or_path: str, trust_remote_code: bool)
                 f"the tokenizer of {name_or_path!r} needs code shipped with the checkpoint (an auto_map in its "
                 "tokenizer_config.json), which dllm_viz runs only if you pass --trust-remote-code "
                 "(trust_remote_code=True in the API)") from None
-        raise ModelLoadError(f"cannot load the tokenizer in {str(directory)!r}: {exc}") from None
+        # transformers' messages span lines ("Couldn't instantiate the backend tokenizer from one of: (1) ..."):
+        # one line, with the fix, is what the CLI prints.
+        raise ModelLoadError(f"cannot load the tokenizer in {str(directory)!r} ({' '.join(str(exc).split())}); "
+                             "check that the checkpoint's tokenizer files (tokenizer.json, tokenizer_config.json) "
+                             "are there and whole, or save it again with save_pretrained") from None
 
 
 @contextmanager

@@ -58,14 +58,28 @@ def load_problems(path: str | Path) -> list[Problem]:
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: on a line that is not a JSON object with the Problem fields, or a problem its
-            task cannot score as written (`Task.check`: e.g. a gold answer the scorer cannot read).
+        ValueError: a directory, a file that is not UTF-8 text or cannot be read, a line that is
+            not a JSON object with the Problem fields, a problem its task cannot score as
+            written (`Task.check`: e.g. a gold answer the scorer cannot read), or a repeated
+            problem_id (it would be counted twice, and skipped once on --resume).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"prompt set {str(path)!r} is a directory; give a .jsonl file, e.g. "
+                         "sample_prompts/arith_heldout.jsonl")
     if not path.is_file():
         raise FileNotFoundError(f"prompt set {str(path)!r} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:  # a binary file: the codec's message names no file
+        raise ValueError(f"prompt set {str(path)!r} is not UTF-8 text (byte {exc.start}); give a .jsonl file "
+                         "with one JSON problem per line") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read prompt set {str(path)!r} ({exc.strerror or exc.__class__.__name__}); "
+                         "check its permissions") from None
     problems = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    first_line: dict[str, int] = {}  # problem_id -> the line that holds it
+    for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -88,6 +102,11 @@ def load_problems(path: str | Path) -> list[Problem]:
             TASKS[problem.task].check(problem)  # what its scorer needs (a readable gold), before any decode
         except ValueError as exc:
             raise ValueError(f"{path}:{line_no}: {exc}") from exc
+        if problem.problem_id in first_line:
+            raise ValueError(f"{path}:{line_no} repeats problem_id {problem.problem_id!r} of line "
+                             f"{first_line[problem.problem_id]}; give each problem once (results and --resume "
+                             "are keyed by problem_id)")
+        first_line[problem.problem_id] = line_no
         problems.append(problem)
     return problems
 

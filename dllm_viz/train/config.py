@@ -235,6 +235,15 @@ class TrainConfig:
             raise ValueError(f"`minutes` must be > 0, got {self.minutes}")
         if self.lr <= 0:
             raise ValueError(f"`lr` must be > 0, got {self.lr}")
+        # Cadences are step moduli (0 would divide by zero mid-run) and the step counts are counts:
+        # refused here, before a run directory and tokenizer are made.
+        for name, low in (("eval_every", 1), ("log_every", 1), ("max_steps", 0), ("warmup_steps", 0),
+                          ("num_threads", 1)):
+            if getattr(self, name) < low:
+                flag = "--" + name.removeprefix("num_").replace("_", "-")
+                hint = " (0 = no cap)" if name == "max_steps" else ""
+                raise ValueError(f"`{name}` must be >= {low}{hint}, got {getattr(self, name)}; pass {flag} {low} "
+                                 "or more")
         if self.snapshot_every < 0:
             raise ValueError(f"`snapshot_every` must be >= 0 (0 takes no snapshots), got {self.snapshot_every}")
         if self.grow_layers < 0:

@@ -59,16 +59,28 @@ def token_roles(adapter: ModelAdapter, target: str) -> tuple[list[int], list[str
     return list(encoded["input_ids"]), out
 
 
+def check_ratios(ratios: Sequence[float]) -> None:
+    """Refuse masking ratios role_accuracy cannot measure: none at all (an empty table would read as
+    a result), or one outside (0, 1]. The CLI calls it before the model loads.
+
+    Raises:
+        ValueError: naming the ratios and the range.
+    """
+    if not ratios:
+        raise ValueError("no masking ratio given; pass e.g. --ratios 0.15,0.5,1.0")
+    if any(not 0.0 < r <= 1.0 for r in ratios):
+        raise ValueError(f"masking ratios must be in (0, 1], got {list(ratios)}; pass e.g. --ratios 0.15,0.5,1.0")
+
+
 @torch.no_grad()
 def role_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], ratios: Sequence[float] = (0.15, 0.5, 1.0),
                   *, seed: int = 0) -> list[RoleAccuracy]:
     """One-pass accuracy by role at each masking ratio over arithmetic `problems`.
 
     Raises:
-        ValueError: a ratio outside (0, 1].
+        ValueError: no ratio, or one outside (0, 1] (see check_ratios).
     """
-    if any(not 0.0 < r <= 1.0 for r in ratios):
-        raise ValueError(f"masking ratios must be in (0, 1], got {list(ratios)}")
+    check_ratios(ratios)
     mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
     rng = random.Random(seed)
     out = []

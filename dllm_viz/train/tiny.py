@@ -153,6 +153,11 @@ def _open_run(
     init_from: Path | None = None,
 ) -> _Run:
     """Build a fresh run, restore one from its checkpoint, or warm-start from an export."""
+    if run_dir.exists() and not run_dir.is_dir():  # mkdir's own error names neither --out nor the fix
+        raise ValueError(f"--out {str(run_dir)!r} is a file; the run needs a directory, e.g. runs/tiny")
+    if init_from is not None and not (init_from / "config.json").is_file():
+        raise ValueError(f"--init-from {str(init_from)!r} is not an exported model directory (no config.json); "
+                         "pass one such as dllm_viz/assets/tiny")
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / CHECKPOINT_NAME
     saved = load_checkpoint(ckpt_path) if resume else None
