@@ -12,6 +12,7 @@ sampling RNG is re-seeded from the fork's DecodeConfig.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from numbers import Integral
 
 import numpy as np
 
@@ -90,8 +91,10 @@ def fork_canvas(original: Trace, fork: Fork, mask_token_id: int) -> np.ndarray:
 
     Raises:
         ValueError: a step outside [0, S - 1], a forced position outside the canvas or already
-            committed at the fork, or only one of position / token given.
+            committed at the fork, a forced token that is the mask, a step, position or token that
+            is not an integer, or only one of position / token given.
     """
+    _check_whole("fork step", fork.step)
     if not 0 <= fork.step < max(original.num_steps, 1):
         raise ValueError(f"the fork step must be in [0, {max(original.num_steps - 1, 0)}] (a step before the "
                          f"recorded decode ended), got {fork.step}")
@@ -99,14 +102,46 @@ def fork_canvas(original: Trace, fork: Fork, mask_token_id: int) -> np.ndarray:
     if (fork.force_position is None) != (fork.force_token is None):
         raise ValueError("give both a position and a token to force, or neither")
     if fork.force_position is not None and fork.force_token is not None:
-        position = fork.force_position
+        position, token = fork.force_position, fork.force_token
+        _check_whole("forced position", position)
+        _check_whole("forced token", token)
         if not 0 <= position < original.gen_length:
             raise ValueError(f"the forced position must be in [0, {original.gen_length - 1}], got {position}")
         if canvas[position] != mask_token_id:
             raise ValueError(f"position {position} is already committed at step {fork.step}; force a position "
                              "that is still masked there, or fork earlier")
-        canvas[position] = fork.force_token
+        if token == mask_token_id:  # it would leave the position open: a fork that forces nothing
+            raise ValueError(f"the forced token {token} is the mask token; force a real token id")
+        canvas[position] = token
     return canvas
+
+
+def _check_whole(what: str, value: object) -> None:
+    """ValueError unless `value` is an integer: a float step or position failed as a numpy IndexError,
+    and a float token (5.7) was truncated into the canvas silently."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"the {what} must be an integer, got {value!r}")
+
+
+def check_same_model(adapter: ModelAdapter, original: Trace) -> None:
+    """ValueError unless `adapter` reads token ids as the model that recorded `original` did.
+
+    Why: a fork continues the recorded canvas and prompt ids; under another model's mask id the
+    old masks read as committed tokens (and its masks as real ones), so the fork "decodes" a
+    canvas that is not the one recorded and returns a silently wrong answer. Traces without
+    model facts (hand-made) are not checked.
+    """
+    recorded = original.meta.model
+    if recorded is None:
+        return
+    here = adapter.info
+    keys = ("family", "mask_token_id", "eos_token_id", "vocab_size")
+    differ = [f"{key} {getattr(recorded, key)!r} vs {getattr(here, key)!r}" for key in keys
+              if getattr(recorded, key) != getattr(here, key)]
+    if differ:
+        # Families and ids only: a name_or_path may be a server path, and the app shows this message.
+        raise ValueError(f"the trace was recorded with another model than the loaded one (recorded vs loaded: "
+                         f"{'; '.join(differ)}); load the model it was recorded with")
 
 
 def fork_decode(adapter: ModelAdapter, original: Trace, fork: Fork, *,
@@ -120,10 +155,16 @@ def fork_decode(adapter: ModelAdapter, original: Trace, fork: Fork, *,
         config: the fork's DecodeConfig; default the original's (same gen length and seed).
 
     Raises:
-        ValueError: a bad fork (see fork_canvas), or a pipeline that cannot tile the canvas.
+        ValueError: a bad fork (see fork_canvas), a trace recorded with another model
+            (`check_same_model`), a forced token outside the vocabulary, or a pipeline that cannot
+            tile the canvas.
     """
+    check_same_model(adapter, original)
     base = replace(config or original.meta.decode_config or DecodeConfig(), gen_length=original.gen_length)
     canvas = fork_canvas(original, fork, adapter.info.mask_token_id)
+    if fork.force_token is not None and not 0 <= fork.force_token < adapter.info.vocab_size:
+        raise ValueError(f"the forced token {fork.force_token} is outside the model's vocabulary "
+                         f"[0, {adapter.info.vocab_size}); force an id of its tokenizer")
     prompt_ids = original.prompt_ids.astype(np.int64).tolist()
     trace = decode(adapter, prompt_ids, fork.pipeline, base, prompt_text=original.meta.prompt_text,
                    initial_tokens=canvas)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Literal
 
 MAX_GEN_LENGTH = 4096
@@ -46,10 +46,18 @@ class DecodeConfig:
             raise ValueError(
                 f"`gen_length` must be an integer in [1, {MAX_GEN_LENGTH}], got {self.gen_length!r}"
             )
-        if isinstance(self.temperature, bool) or not (math.isfinite(self.temperature) and self.temperature >= 0.0):
+        # Type first: a string fails inside math.isfinite / `<` with a message that names no field.
+        if (isinstance(self.temperature, bool) or not isinstance(self.temperature, Real)
+                or not (math.isfinite(self.temperature) and self.temperature >= 0.0)):
             raise ValueError(f"`temperature` must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"`max_steps` must be >= 1 or None, got {self.max_steps!r}")
+        # A float cap (2.5) passed here and failed later in the engine's range(); True read as 1.
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, Integral)
+                                           or self.max_steps < 1):
+            raise ValueError(f"`max_steps` must be an integer >= 1 or None, got {self.max_steps!r}")
+        # Any truthy value ("no", "false") would switch the flag on silently.
+        for flag in ("suppress_eos", "deprioritize_eos"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}")
         # torch.Generator.manual_seed takes [0, 2**64); outside it torch's own message names no flag.
         if isinstance(self.seed, bool) or not isinstance(self.seed, Integral) or not 0 <= self.seed < MAX_SEED:
             raise ValueError(f"`seed` must be an integer in [0, 2**64), got {self.seed!r}; pass e.g. --seed 0")

@@ -32,10 +32,31 @@ from dllm_viz.trace_meta import TraceMeta
 _SOFTMAX_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
+def token_ids(values: Any, vocab_size: int, what: str) -> np.ndarray:
+    """`values` as a 1-D int64 array of token ids in [0, vocab_size), or ValueError naming `what`.
+
+    Why here: an id outside the vocabulary fails deep inside the model's embedding
+    ("IndexError: index out of range in self") or, in a canvas the model never reads, ends up in
+    the trace as a token no tokenizer knows; a float id (1.7) would be truncated silently.
+    """
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be a flat sequence of token ids, got shape {array.shape}")
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"{what} must hold integer token ids, got {array[0].tolist()!r} (dtype {array.dtype}); "
+                         "pass ints, e.g. adapter.encode_prompt(text)")
+    outside = (array < 0) | (array >= vocab_size)
+    if outside.any():
+        raise ValueError(f"{what} holds {int(array[outside][0])}, outside the model's vocabulary "
+                         f"[0, {vocab_size}); pass ids of this model's tokenizer")
+    return array.astype(np.int64)
+
+
 def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pipeline,
                   config: DecodeConfig) -> None:
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty; give at least one prompt token")
+    token_ids(prompt_ids, adapter.info.vocab_size, "`prompt_ids`")
     check_geometry(adapter, pipeline)
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
@@ -238,8 +259,9 @@ def iter_decode(
             canvas at the fork step; filled positions are context and are never committed again.
 
     Raises:
-        ValueError: empty prompt, prompt too long for the model, or a pipeline that cannot
-            tile gen_length (the message names the value and the fix).
+        ValueError: empty prompt, prompt too long for the model, prompt or initial_tokens ids
+            that are not integers in the vocabulary, or a pipeline that cannot tile gen_length
+            (the message names the value and the fix).
     """
     config = config or DecodeConfig()
     pipeline = (pipeline or Pipeline()).resolve(adapter.info.family, adapter.info.delimiters)
@@ -253,7 +275,7 @@ def iter_decode(
         if np.shape(initial_tokens) != (length,):
             raise ValueError(f"`initial_tokens` must hold gen_length ({length}) ids, got shape "
                              f"{np.shape(initial_tokens)}")
-        tokens[:length] = np.asarray(initial_tokens, dtype=np.int64)
+        tokens[:length] = token_ids(initial_tokens, adapter.info.vocab_size, "`initial_tokens`")
     # Initial states are built here too: a rule that reads a weights file fails before any pass.
     states = (pipeline.rule.init_state(length + padding),
               None if pipeline.extrapolate is None else pipeline.extrapolate.init_state(length + padding))
@@ -441,10 +463,11 @@ def decode(
     """
     pipeline = pipeline or Pipeline()
     config = config or DecodeConfig()
+    # iter_decode checks the inputs when called: before the builder, which would cast them blindly.
+    steps = iter_decode(adapter, prompt_ids, pipeline, config, generator=generator, initial_tokens=initial_tokens)
     start = np.full(config.gen_length, adapter.info.mask_token_id) if initial_tokens is None else initial_tokens
     builder = TraceBuilder(config.gen_length, start, np.asarray(prompt_ids))
-    for record in iter_decode(adapter, prompt_ids, pipeline, config, generator=generator,
-                              initial_tokens=initial_tokens):
+    for record in steps:
         builder.add(record)
         if on_step is not None:
             on_step(record)

@@ -17,6 +17,7 @@ from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
+from dllm_viz.tasks.base import first
 from dllm_viz.tasks.export_sets import HELDOUT_SEED
 from dllm_viz.trace import Trace
 
@@ -97,22 +98,23 @@ def heldout_problems(task: str, n: int | None = None) -> list[Problem]:
     path = SAMPLE_DIR / f"{task}_heldout.jsonl"
     if not path.is_file():
         return generator.generate(GENERATED_HELDOUT if n is None else n, seed=HELDOUT_SEED, split="heldout")
-    problems = load_problems(path)
-    return problems if n is None else problems[:n]
+    return first(load_problems(path), n)
 
 
 def take(problems: Sequence[Problem], skip: int = 0, n: int | None = None) -> list[Problem]:
     """Problems skip .. skip + n - 1 of a set: e.g. a calibration slice, then a validation slice.
 
     Raises:
-        ValueError: a negative skip, or one that leaves no problem (the message says how many
-            the set has).
+        ValueError: a negative or non-integer skip or n, or a skip that leaves no problem (the
+            message says how many the set has).
     """
+    if isinstance(skip, bool) or not isinstance(skip, int):  # a float failed as a slice TypeError
+        raise ValueError(f"`--skip` must be a whole number, got {skip!r}")
     if skip < 0:
         raise ValueError(f"`--skip` must be >= 0, got {skip}")
     if skip and skip >= len(problems):
         raise ValueError(f"`--skip {skip}` leaves no problem: the set has {len(problems)}; use a smaller --skip")
-    return list(problems[skip : None if n is None else skip + n])
+    return first(problems[skip:], n)  # checks n: a negative one dropped problems from the end
 
 
 def task_problems(task: str, n: int | None = None, data: str | Path | None = None) -> list[Problem]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from numbers import Integral
 
 import numpy as np
 
@@ -65,8 +66,12 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         maps each of its steps to the dense step it read.
 
     Raises:
-        ValueError: the rule samples its own candidates (block refinement).
+        ValueError: the rule samples its own candidates (block refinement), or a seed that is
+            not an integer >= 0.
     """
+    # numpy's own refusal ("expected non-negative integer") names neither the argument nor the fix.
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
     if not replayable(type(pipeline.rule)):
         raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "
                          "tokens, which a dense trace's statistics cannot stand in for; decode it for real "

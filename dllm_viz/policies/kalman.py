@@ -155,7 +155,8 @@ class KalmanExtrapolation(Extrapolator):
     r: float = knob(2e-3, "CE: observation noise", within="> 0")
     p0: float = knob(1e-2, "CE: initial variance of level and velocity", within="> 0")
     veto_sigma: float = knob(3.0, "CE: innovation (in sd) that vetoes early commits", within="> 0")
-    veto_steps: int = knob(1, "CE: steps a veto lasts")
+    # >= 0: a negative count put veto_until before the current step, disabling the veto silently.
+    veto_steps: int = knob(1, "CE: steps a veto lasts", within=">= 0")
 
     def __post_init__(self) -> None:
         check_knobs(self)

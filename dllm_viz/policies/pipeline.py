@@ -6,6 +6,7 @@ resolves model-family defaults and (de)serialises; it never decodes.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePath
@@ -132,12 +133,32 @@ class Pipeline:
         the component's default. `overrides` maps a part ("rule", "block", "extrapolate",
         "stop") to values for that component only, which win over `options` (a bench
         configuration such as `cora(delta_p=0.99)+kalman(tau_ce=0.95)`).
+
+        Raises:
+            ValueError: an unknown component name, a bad value, or an option that no registered
+                component has (a typo such as `treshold=0.5`, which was ignored silently).
         """
         names = {"block": block, "rule": rule, "extrapolate": extrapolate, "stop": stop}
+        _check_option_names(options)
         overrides = overrides or {}
         parts = {name: build_component(lookup(registry, kind, names[name]), {**options, **overrides.get(name, {})})
                  for name, registry, kind in _PARTS if names[name] is not None}
         return cls(**parts, cache=cache, refresh_every=refresh_every)  # type: ignore[arg-type]
+
+
+def _check_option_names(options: Mapping[str, Any]) -> None:
+    """Refuse an option no registered component has a field of.
+
+    An option of another, unchosen component is deliberately ignored (the CLI and the app pass
+    every knob); a name no component knows is a typo, and ignoring it decoded with the default.
+    """
+    known = {f.name for _, registry, _ in _PARTS for cls in registry.values() for f in fields(cls)}
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown policy option {name!r}; {hint}options are the fields of the components: "
+                             f"{sorted(known)}")
 
 
 def _component(registry: dict[str, type], kind: str, data: Mapping[str, Any]) -> Any:

@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, check_whole_numbers, draw_distinct
 
 NAMES: tuple[tuple[str, str, str], ...] = (
     ("Mia", "she", "her"),
@@ -166,6 +166,7 @@ def check_arith_knobs(
         ValueError: on any knob out of range.
     """
     check_ordered("min_ops", min_ops, "max_ops", max_ops, floor=1, cap=OPS_CAP)
+    check_whole_numbers(max_operand=max_operand, max_result=max_result, max_multiplier=max_multiplier)
     if max_operand < 3 or max_result < max_operand:
         raise ValueError(
             f"need max_operand >= 3 and max_result >= max_operand, "

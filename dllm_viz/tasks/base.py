@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Literal, Protocol
 
 Split = Literal["train", "heldout"]
@@ -93,12 +94,28 @@ def check_split(split: str) -> Split:
     return split  # type: ignore[return-value]
 
 
+def check_whole_numbers(**knobs: object) -> None:
+    """Validate difficulty knobs as integers, naming the first that is not.
+
+    Why: a float knob (2.5) failed inside `random.randrange` ("non-integer arg 1") or was used
+    silently, a string failed on a comparison naming no knob, and True read as 1.
+
+    Raises:
+        ValueError: `` `min_ops` must be a whole number, got 2.5 ``.
+    """
+    for name, value in knobs.items():
+        if isinstance(value, bool) or not isinstance(value, Integral):  # numpy ints are whole numbers too
+            raise ValueError(f"`{name}` must be a whole number, got {value!r}")
+
+
 def check_ordered(low_name: str, low: int, high_name: str, high: int, *, floor: int, cap: int) -> None:
     """Validate a pair of difficulty knobs `floor <= low <= high <= cap`, naming both and the range.
 
     Raises:
-        ValueError: `need 1 <= min_ops <= max_ops <= 16, got min_ops=0, max_ops=4`.
+        ValueError: `need 1 <= min_ops <= max_ops <= 16, got min_ops=0, max_ops=4`, or a knob
+            that is not a whole number (`check_whole_numbers`).
     """
+    check_whole_numbers(**{low_name: low, high_name: high})
     if not floor <= low <= high <= cap:
         raise ValueError(
             f"need {floor} <= {low_name} <= {high_name} <= {cap}, got {low_name}={low}, {high_name}={high}"
@@ -107,9 +124,21 @@ def check_ordered(low_name: str, low: int, high_name: str, high: int, *, floor: 
 
 def check_count(n: int) -> int:
     """Validate a requested number of problems."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
         raise ValueError(f"`n` must be a whole number >= 0, got {n!r}")
-    return n
+    return int(n)
+
+
+def first(problems: Sequence[Problem], n: int | None) -> list[Problem]:
+    """The first `n` problems (all of them when `n` is None).
+
+    Why not `problems[:n]`: a negative n silently dropped problems from the end (n=-1 scored all
+    but the last) and a float one failed as a slice TypeError.
+
+    Raises:
+        ValueError: `n` is not None or a whole number >= 0 (`check_count`).
+    """
+    return list(problems) if n is None else list(problems[: check_count(n)])
 
 
 def draw_distinct(n: int, split: Split, draw: Callable[[], Problem], what: str) -> list[Problem]:

@@ -12,7 +12,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from dllm_viz.tasks.base import Problem, Split, check_split, split_of
+from dllm_viz.tasks.base import Problem, Split, check_count, check_split, check_whole_numbers, split_of
 from dllm_viz.tasks.sandbox import run_sandboxed
 
 NUM_TESTS = 4
@@ -285,9 +285,12 @@ class CodeTask:
         """`n` distinct problems of `split`, deterministic in `seed` (split by prompt content).
 
         Raises:
-            ValueError: when the template space cannot supply `n` distinct problems.
+            ValueError: a negative or non-integer `n` or `max_tries`, or when the template space
+                cannot supply `n` distinct problems.
         """
         check_split(split)
+        check_count(n)  # a negative n returned [] and a float one (2.5) three problems, silently
+        check_whole_numbers(max_tries=max_tries)
         rng = random.Random(f"code:{seed}:{split}")
         out: list[Problem] = []
         seen: set[str] = set()

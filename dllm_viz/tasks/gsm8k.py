@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.base import Problem, Split, first
 from dllm_viz.tasks.hub import HUB, hub_records
 
 STOP = "Question:"
@@ -95,7 +95,7 @@ def gsm8k_problems(records: list[tuple[str, str]], *, n: int | None, shots: int)
                 target=a, gold=gold_answer(a))
         for i, (q, a) in enumerate(rest)
     ]
-    return problems if n is None else problems[:n]
+    return first(problems, n)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from dllm_viz.tasks.arith import (
     _Step,
     check_arith_knobs,
 )
-from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct
+from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, check_whole_numbers, draw_distinct
 
 CHAIN_MIN_OPS = 5
 CHAIN_MAX_OPS = 12
@@ -120,6 +120,7 @@ class BreadthTask(NumberAnswer):
         check_split(split)
         check_ordered("groups", groups, "max_groups", max_groups, floor=2, cap=MAX_GROUPS)
         check_ordered("min_extra", min_extra, "max_extra", max_extra, floor=0, cap=8)
+        check_whole_numbers(max_result=max_result)
         if max_result < 4 * max_groups:
             raise ValueError(
                 f"need max_result >= {4 * max_groups} for {max_groups} groups of at least 2 x 2, got {max_result}"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from dllm_viz.tasks.base import Problem, Split
+from dllm_viz.tasks.base import Problem, Split, first
 from dllm_viz.tasks.code import check_compiles
 from dllm_viz.tasks.hub import HUB, hub_records
 from dllm_viz.tasks.sandbox import run_sandboxed
@@ -56,7 +56,7 @@ def humaneval_problems(records: list[dict[str, Any]], *, source: str, n: int | N
         problems.append(Problem(task="humaneval", problem_id=record["task_id"], prompt=record["prompt"],
                                 target=record["canonical_solution"], gold=record["test"],
                                 entry_point=record["entry_point"]))
-    return problems if n is None else problems[:n]
+    return first(problems, n)
 
 
 def program(problem: Problem, completion: str) -> str:

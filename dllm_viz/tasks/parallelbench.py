@@ -29,7 +29,15 @@ from functools import cache
 
 import numpy as np
 
-from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, draw_distinct, running_count
+from dllm_viz.tasks.base import (
+    Problem,
+    Split,
+    check_ordered,
+    check_split,
+    check_whole_numbers,
+    draw_distinct,
+    running_count,
+)
 
 FIRST_NAMES: tuple[str, ...] = (
     "Mia", "Tom", "Ava", "Leo", "Zoe", "Sam", "Emma", "Ben", "Lily", "Max", "Nora", "Omar", "Ivy",
@@ -279,6 +287,7 @@ class PuzzleTask:
             ValueError: naming a knob out of range, or when the knobs leave too few problems.
         """
         check_split(split)
+        check_whole_numbers(blanks=blanks)
         if not 1 <= blanks <= 8:
             raise ValueError(f"need 1 <= blanks <= 8, got blanks={blanks}")
         rng = random.Random(f"{self.name}:{seed}:{split}")
