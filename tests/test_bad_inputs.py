@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from checkpoints import build_llada, build_tiny
+from tool_scripts import tool
 from toy import ToyAdapter
 
 from dllm_viz.cli import main
@@ -399,6 +400,7 @@ class TestBadInputHunt:
         (["--sweep", ""], "exactly one knob range"),
         (["--sweep", "threshold(threshold=0.5:0.9:2.5)"], "got '2.5'"),
         (["--sweep", "threshold(threshold=0.5:0.9:-2)"], "got '-2'"),
+        (["--sweep", "cora(m=1:4:3)"], "'m' is an integer knob"),  # once "m='2.5' is not an integer"
         (["--seed", "-1"], "`seed` must be an integer in [0, 2**64), got -1"),
         (["--tasks", "arith,arith"], "twice"),
         (["--tasks", "hard,hard/chain", "--n", "100"], "twice"),
@@ -452,12 +454,93 @@ class TestBadInputHunt:
         (broken / "tokenizer.json").unlink()
         one_line_error(capsys, main([*base, "--model", str(broken)]), "cannot load the tokenizer", "tokenizer.json")
 
-    @pytest.mark.parametrize(("ratios", "needle"), [("", "no masking ratio"), ("1.5", "must be in (0, 1]")])
+    @pytest.mark.parametrize(("ratios", "needle"), [("", "no masking ratio"), ("1.5", "must be in (0, 1]"),
+                                                    ("0.5,0.5", "0.5 is given twice")])
     def test_diagnose_ratios_before_the_model(self, ratios: str, needle: str, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
         missing = tmp_path / "never_loaded"  # a model that cannot load: the ratios are refused first
         status = main(["diagnose", "--model", str(missing), "--n", "2", "--ratios", ratios, "--list-n", "0"])
         one_line_error(capsys, status, needle)
+
+    @pytest.mark.parametrize(("argv", "needle"), [
+        (["decode", "--prompt", ""], "--prompt '' is empty"),
+        (["decode", "--prompt", " \n "], "is empty"),
+        (["train-controller", "--gen-length", "0"], "`gen_length` must be an integer in [1, 4096], got 0"),
+        (["train-controller", "--gen-length", "16", "--block-length", "5"], "must divide `gen_length`"),
+        (["train-controller", "--out", "OUT/a.txt"], "name it e.g. 'OUT/a.safetensors'"),
+        (["diagnose", "--seed", "-1", "--list-n", "0"], "the masking seed must be >= 0, got -1"),
+    ])
+    def test_refused_before_the_model_loads(self, argv: list[str], needle: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        missing = tmp_path / "never_loaded"  # a model that cannot load: the value is refused first
+        argv = [a.replace("OUT", str(tmp_path)) for a in argv]
+        status = main([*argv, "--model", str(missing)])
+        one_line_error(capsys, status, needle.replace("OUT", str(tmp_path)))
+        assert sorted(p.name for p in tmp_path.iterdir()) == []  # no weights, no trajectories
+
+    def test_a_set_smaller_than_n_is_said(self, tmp_path: Path, tiny_dir: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        _, argv = _eval_rows_argv(tmp_path, tiny_dir, 2)
+        prompts = argv[argv.index("--prompts") + 1]
+        note = f"note: --prompts {prompts!r} has 2 problems, so --n 5 runs 2"
+        assert main(["bench", "--model", str(tiny_dir), "--prompts", prompts, "--policies", "dense", "--n", "5",
+                     *FAST]) == 0
+        captured = capsys.readouterr()
+        assert note in captured.err and "n=2" in captured.out
+        assert main(["eval", "--model", str(tiny_dir), "--prompts", prompts, "--quiet", "--n", "5", *FAST]) == 0
+        captured = capsys.readouterr()
+        assert note in captured.err and "n=2" in captured.out
+        assert main(["eval", "--model", str(tiny_dir), "--prompts", prompts, "--quiet", "--n", "2", *FAST]) == 0
+        assert "note: --prompts" not in capsys.readouterr().err  # a set that has them all says nothing
+        for command in ("bench", "eval"):  # a --skip past the set is an error, not an empty run
+            status = main([command, "--model", str(tiny_dir), "--prompts", prompts, "--skip", "2", *FAST])
+            one_line_error(capsys, status, "`--skip 2` leaves no problem: the set has 2")
+
+    def test_steps_beyond_the_gen_length_are_said_once(self, tmp_path: Path, tiny_dir: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+        _, argv = _eval_rows_argv(tmp_path, tiny_dir, 2)
+        prompts = argv[argv.index("--prompts") + 1]
+        status = main(["bench", "--model", str(tiny_dir), "--prompts", prompts, "--n", "2", *FAST,
+                       "--policies", "fixed_steps(steps=100),fixed_steps(steps=16)"])
+        captured = capsys.readouterr()
+        assert status == 0, captured.err
+        notes = [line for line in captured.err.splitlines() if "asks for more steps" in line]
+        assert notes == ["note: fixed_steps steps=100 asks for more steps than --gen-length 16: every pass commits at "
+                         "least one position, so at most 16 passes run (steps left with nothing to commit are "
+                         "skipped)"]
+        assert main(["decode", "--model", str(tiny_dir), "--prompt", "1 + 1?", "--rule", "fixed_steps", "--steps",
+                     "100", *FAST]) == 0
+        assert "fixed_steps steps=100 asks for more steps than --gen-length 16" in capsys.readouterr().err
+
+    @pytest.mark.parametrize("command", ["bench", "eval"])
+    def test_resume_of_a_file_that_is_not_text(self, command: str, tmp_path: Path, tiny_dir: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        _, argv = _eval_rows_argv(tmp_path, tiny_dir, 1)
+        prompts = argv[argv.index("--prompts") + 1]
+        out = tmp_path / ("rows.csv" if command == "bench" else "rows.jsonl")
+        argv = [command, "--model", str(tiny_dir), "--prompts", prompts, "--out", str(out), *FAST]
+        assert main(argv) == 0  # its settings file is this run's: only the rows are unreadable
+        capsys.readouterr()
+        out.write_bytes(b"\xff\xfe\x00binary\x80")
+        kind = "CSV" if command == "bench" else "JSONL"
+        one_line_error(capsys, main([*argv, "--resume"]), repr(str(out)), f"not a results {kind} file",
+                       "choose another --out")
+        assert out.read_bytes() == b"\xff\xfe\x00binary\x80"
+
+    @pytest.mark.parametrize(("sweep", "needle"), [
+        ("", "exactly one knob range"),  # once read as "no sweep"
+        ("threshold", "exactly one knob range"),  # once a traceback
+    ])
+    def test_bench_summary_reads_a_sweep_as_bench_does(self, sweep: str, needle: str, tmp_path: Path) -> None:
+        with pytest.raises(SystemExit, match=f"^error: .*{needle}"):
+            tool("bench_summary").main([str(tmp_path / "rows.csv"), "--sweep", sweep])
+
+    def test_bench_summary_names_a_file_it_cannot_read(self, tmp_path: Path) -> None:
+        rows = tmp_path / "rows.csv"
+        rows.write_bytes(b"\xff\xfe binary")
+        with pytest.raises(SystemExit, match=r"rows\.csv: it is not UTF-8 text"):
+            tool("bench_summary").main([str(rows)])
+        assert rows.read_bytes() == b"\xff\xfe binary"
 
     def test_train_controller_out_that_is_a_folder(self, tmp_path: Path, tiny_dir: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -35,7 +35,11 @@ def bench_rows(path: Path) -> pd.DataFrame:
     """The whole rows of one `bench --out` csv, typed as bench's own."""
     if not path.is_file():
         raise SystemExit(f"{path}: no such file; give `bench --out` csv files")
-    return typed_rows(pd.DataFrame(results.read_rows(path, ROW_COLUMNS)[0], columns=list(ROW_COLUMNS)))
+    try:
+        rows = results.read_rows(path, ROW_COLUMNS)[0]
+    except ValueError as exc:
+        raise SystemExit(f"{path}: {exc}") from None
+    return typed_rows(pd.DataFrame(rows, columns=list(ROW_COLUMNS)))
 
 
 def finished_problems(rows: pd.DataFrame) -> pd.DataFrame:
@@ -54,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also pair CONFIG with BASE problem by problem (lost, gained, sign test), e.g. "
                              "--pair threshold+kalman threshold for what CE adds; repeatable")
     args = parser.parse_args(argv)
+    try:  # as bench reads it: '' is an error, not "no sweep"
+        sweep = parse_sweep(args.sweep) if args.sweep is not None else None
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     parts = [bench_rows(path) for path in args.files]
     for path, part in zip(args.files, parts, strict=True):
         if BASELINE not in set(part["config"]):
@@ -68,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = finished_problems(everything)
     if rows.empty:
         raise SystemExit("no problem is finished under every configuration yet")
-    sweep = parse_sweep(args.sweep) if args.sweep else None
     if sweep is not None and not set(sweep.labels) <= set(rows["config"]):
         missing = sorted(set(sweep.labels) - set(rows["config"]))
         raise SystemExit(f"--sweep {args.sweep!r}: the files have no rows for {missing[0]!r}; give the run's sweep")

@@ -15,12 +15,14 @@ from dllm_viz.cli.options import (
     add_results_options,
     add_scoring_options,
     check_options_apply,
+    check_pipelines,
     check_resume,
     check_scoring,
     data_setting,
     decode_config,
     load_model,
     model_settings,
+    note_short_set,
     policy_fields,
     recorded_pipeline,
     warn_unsafe,
@@ -93,8 +95,7 @@ def run(args: argparse.Namespace) -> int:
         check_new_file(args.plot, "--plot")  # before the run: the chart is written only once it is done
     configs = _configs(args, list(sweep.labels) if sweep else [])
     config = decode_config(args)
-    for pipe in configs.values():
-        pipe.validate(config.gen_length)
+    check_pipelines(configs.values(), config.gen_length)
     problems = problem_set(args, args.skip, args.n)
     check_scoring(args, problems)  # before --out is created and the model loaded
     settings = {"command": "bench", **model_settings(args), "data": data_setting(args),
@@ -221,10 +222,11 @@ def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignor
     return configs
 
 
-def problem_set(args: argparse.Namespace, skip: int, n: int) -> list:  # type: ignore[type-arg]
+def problem_set(args: argparse.Namespace, skip: int, n: int, *, note_short: bool = True) -> list:  # type: ignore[type-arg]
     """Problems skip .. skip + n - 1 of the prompt file (--prompts) or of each of --tasks (with
-    --data); an empty set is an error, not an empty table. `calibrate` takes its two disjoint
-    slices through it."""
+    --data); an empty set is an error, not an empty table, and a set with fewer than n after skip
+    is said on stderr (`note_short`; `calibrate`, which takes its two disjoint slices through it,
+    refuses a short slice instead)."""
     from dllm_viz.evaluation import take, task_problems
     from dllm_viz.tasks import load_problems
 
@@ -232,15 +234,20 @@ def problem_set(args: argparse.Namespace, skip: int, n: int) -> list:  # type: i
         problems = take(load_problems(args.prompts), skip, n)
         if not problems:
             raise ValueError(f"--prompts {str(args.prompts)!r} has no problems; give a jsonl file with at least one")
+        if note_short:
+            note_short_set(f"--prompts {str(args.prompts)!r}", skip, n, len(problems))
         return problems
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise ValueError(f"--tasks {args.tasks!r} names no task; give e.g. arith or arith,code")
     files = iter(args.data or [])
-    problems = [p for task in tasks
-                for p in take(task_problems(task, skip + n,
-                                            next(files, None) if task in ("gsm8k", "humaneval") else None),
-                              skip, n)]
+    problems = []
+    for task in tasks:
+        part = take(task_problems(task, skip + n, next(files, None) if task in ("gsm8k", "humaneval") else None),
+                    skip, n)
+        if note_short:
+            note_short_set(f"task {task!r}", skip, n, len(part))
+        problems += part
     if not problems:
         raise ValueError(f"--tasks {args.tasks!r} gave no problems; check --n, --skip and --data")
     ids = [p.problem_id for p in problems]

@@ -20,6 +20,7 @@ from dllm_viz.cli.options import (
     add_results_options,
     add_scoring_options,
     check_options_apply,
+    check_pipelines,
     check_resume,
     check_scoring,
     data_setting,
@@ -106,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
     dense = parse_config("dense", options)
     config = decode_config(args)
     check_options_apply(args, [dense, *points.values()])
-    for pipe in (dense, *points.values()):
-        pipe.validate(config.gen_length)
+    check_pipelines([dense, *points.values()], config.gen_length)
     calibration = _slice(args, 0, args.n, "calibration")
     check = _slice(args, args.n, args.check_n, "check")
     check_scoring(args, [*calibration, *check])
@@ -298,7 +298,7 @@ def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # t
     """Problems skip..skip+n-1 of each task; a short slice is an error (it would not be the one asked for)."""
     from dllm_viz.cli.bench import problem_set
 
-    problems = problem_set(args, skip, n)
+    problems = problem_set(args, skip, n, note_short=False)
     sets = 1 if args.prompts is not None else len([t for t in args.tasks.split(",") if t.strip()])
     if len(problems) < n * sets:
         raise ValueError(f"the {name} slice (problems {skip}..{skip + n - 1}) has only {len(problems)} problems, "

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dllm_viz.cli.options import add_decode_options, add_model_options, decode_config, load_model, pipeline
+from dllm_viz.cli.options import (
+    add_decode_options,
+    add_model_options,
+    check_pipelines,
+    decode_config,
+    load_model,
+    pipeline,
+)
 from dllm_viz.writable import check_writable
 
 
@@ -29,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     """Decode and print; returns the exit status."""
     from dllm_viz.engine import decode
 
+    if not args.prompt.strip():  # the adapter refuses it too, but only once the weights are loaded
+        raise ValueError(f"--prompt {args.prompt!r} is empty; give the text to decode, e.g. --prompt 'What is 2 + 3?'")
     pipe, config = pipeline(args), decode_config(args)
-    pipe.validate(config.gen_length)  # fail on bad options before loading weights
+    check_pipelines([pipe], config.gen_length)  # fail on bad options before loading weights
     if args.save is not None:
         check_save_target(args.save, force=args.force)
     adapter = load_model(args)

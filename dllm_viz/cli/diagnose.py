@@ -39,13 +39,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the role table; returns the exit status."""
     from dllm_viz.evaluation import heldout_problems
-    from dllm_viz.train.diagnose import check_ratios, format_onehop, format_table, onehop_accuracy, role_accuracy
+    from dllm_viz.train.diagnose import (
+        check_ratios,
+        check_seed,
+        format_onehop,
+        format_table,
+        onehop_accuracy,
+        role_accuracy,
+    )
 
     try:
         ratios = [float(r) for r in args.ratios.split(",") if r.strip()]
     except ValueError as exc:
         raise ValueError(f"`--ratios` must be comma-separated numbers, got {args.ratios!r}") from exc
     check_ratios(ratios)  # before the model loads
+    check_seed(args.seed)
     if args.n < 1:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     if args.list_n < 0:

@@ -14,11 +14,13 @@ from dllm_viz.cli.options import (
     add_model_options,
     add_results_options,
     add_scoring_options,
+    check_pipelines,
     check_resume,
     check_scoring,
     decode_config,
     load_model,
     model_settings,
+    note_short_set,
     pipeline,
     recorded_pipeline,
     warn_unsafe,
@@ -63,13 +65,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     check_resume(args)
     pipe, config = pipeline(args), decode_config(args)
-    pipe.validate(config.gen_length)
+    check_pipelines([pipe], config.gen_length)
     wanted = None if args.n is None else args.skip + args.n
     problems = take(load_problems(args.prompts) if args.prompts else task_problems(args.task, wanted, args.data),
                     args.skip, args.n)
     if not problems:
         source = args.prompts if args.prompts else f"task {args.task}"
         raise ValueError(f"{str(source)!r} has no problems to evaluate; pass a prompt set with at least one line")
+    if args.n is not None:
+        note_short_set(f"--prompts {str(args.prompts)!r}" if args.prompts else f"task {args.task!r}", args.skip,
+                       args.n, len(problems))
     check_scoring(args, problems)  # before --out is created and the model loaded
     task = ",".join(sorted({p.task for p in problems}))  # what was scored, not the --task default
     settings = {"command": "eval", **model_settings(args), "task": task, "prompts": args.prompts, "data": args.data,

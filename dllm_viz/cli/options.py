@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from collections.abc import Iterable
 from dataclasses import fields
 from functools import partial
 from pathlib import Path
@@ -99,6 +100,43 @@ def data_setting(args: argparse.Namespace) -> list[str] | None:
     """The --data files of a run as its results file keeps them: gsm8k's and humaneval's problem ids
     are positions in the file, so rows of another file must not be taken for this one's."""
     return None if args.data is None else [str(path) for path in args.data]
+
+
+def check_pipelines(pipelines: Iterable[Pipeline], gen_length: int) -> None:
+    """Refuse a configuration that cannot decode `gen_length` positions (Pipeline.validate), before
+    the model loads, and say once on stderr which ask for more `steps` than there are positions.
+
+    Every pass commits at least one position (DecodeConfig.max_steps), so a rule on a step budget
+    (fixed_steps, CORA, Learn2PD, Dream) runs at most `gen_length` passes: its trailing steps would
+    commit nothing and are skipped (policies/fixed_steps.py; the tokens are LLaDA's generate's). That
+    is the rule, not an error, but a user who asked for 100 passes should not have to find NFE=16 in
+    the table to learn it.
+
+    Raises:
+        ValueError: from Pipeline.validate (the message names the value and the fix).
+    """
+    over = []
+    for pipe in pipelines:
+        pipe.validate(gen_length)
+        steps = getattr(pipe.rule, "steps", None)
+        if steps is not None and steps > gen_length:
+            over.append(f"{pipe.rule.name} steps={steps}")
+    if over:
+        print(f"note: {', '.join(dict.fromkeys(over))} asks for more steps than --gen-length {gen_length}: every "
+              f"pass commits at least one position, so at most {gen_length} passes run (steps left with nothing "
+              "to commit are skipped)", file=sys.stderr)
+
+
+def note_short_set(source: str, skip: int, n: int, got: int) -> None:
+    """Say on stderr that a problem set holds fewer than --n problems after --skip, so `got` run.
+
+    Not an error: the set's problems are a result worth having. But a user who asked for 1000 and
+    reads a table of 500 should be told why, not left to count rows. (`take` already refuses a
+    --skip that leaves no problem.)
+    """
+    if got < n:
+        skipped = f"--skip {skip} " if skip else ""
+        print(f"note: {source} has {skip + got} problems, so {skipped}--n {n} runs {got}", file=sys.stderr)
 
 
 def check_resume(args: argparse.Namespace, flag: str = "--out") -> None:

@@ -71,6 +71,8 @@ class ResultsFile:
     def _read_rows(self) -> list[dict[str, Any]]:
         try:
             text, rows, whole = _parse(self.path, self.columns)
+        except NotText as exc:  # not a file of ours at all: only another --out helps (this one is left as is)
+            raise ValueError(f"cannot --resume {str(self.path)!r}: {exc}; choose another --out") from None
         except ValueError as exc:
             raise ValueError(f"cannot --resume {str(self.path)!r}: {exc}") from None
         if whole < len(text):  # a row cut short by a kill: drop it so the file ends on a whole row
@@ -168,16 +170,30 @@ def read_rows(path: Path, columns: Sequence[str]) -> tuple[list[dict[str, Any]],
     file's columns to be this version's.
 
     Raises:
-        ValueError: a csv with columns `columns` lacks, or a jsonl line that is not JSON.
+        ValueError: a file that is not UTF-8 text, a csv with columns `columns` lacks, or a jsonl
+            line that is not JSON.
     """
     text, rows, whole = _parse(path, columns, older=True)
     return rows, whole < len(text)
 
 
+class NotText(ValueError):
+    """A results file that is not UTF-8 text, so no file dllm_viz wrote (e.g. --out named a binary)."""
+
+
 def _parse(path: Path, columns: Sequence[str], *, older: bool = False) -> tuple[str, list[dict[str, Any]], int]:
-    """The file's text, its whole rows and the length of the text they span (`older`: see read_rows)."""
-    with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
-        text = handle.read()
+    """The file's text, its whole rows and the length of the text they span (`older`: see read_rows).
+
+    Raises:
+        NotText: the file is not UTF-8 text.
+        ValueError: see read_rows.
+    """
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:  # keep csv's \r\n as written
+            text = handle.read()
+    except UnicodeDecodeError:
+        kind = "CSV" if path.suffix.lower() == ".csv" else "JSONL"
+        raise NotText(f"it is not UTF-8 text, so not a results {kind} file") from None
     if path.suffix.lower() != ".csv":
         return text, *_jsonl_rows(text, path)
     rows, whole = _csv_rows(text, columns, older=older)

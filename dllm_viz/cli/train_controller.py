@@ -11,6 +11,7 @@ from dllm_viz.cli.options import add_model_options, load_model
 
 # The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
+SUFFIX = ".safetensors"  # the weights' format, whatever --out says
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train and save; returns the exit status."""
+    from dllm_viz.config import DecodeConfig
+    from dllm_viz.policies import Pipeline
     from dllm_viz.tasks import get_task, load_problems
     from dllm_viz.train.controller import ControllerConfig, train_controller
     from dllm_viz.train.trajectory_store import TrajectoryStore
@@ -53,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--n` must be >= 2 (one for validation), got {args.n}")
     config = ControllerConfig(kind=args.kind, gen_length=args.gen_length, block_length=args.block_length,
                               epochs=args.epochs, rollouts=args.rollouts)
+    # The dense runs' own checks (train.controller.collect_trajectories decodes Pipeline.dense with
+    # this DecodeConfig), made here so a bad canvas is refused before the model loads, not after.
+    DecodeConfig(gen_length=args.gen_length)
+    Pipeline.dense(args.block_length).validate(args.gen_length)
     out = weights_path(args)
     if out.exists() and not args.force:
         raise ValueError(f"--out {str(out)!r} already exists; pass --force to replace those weights or choose "
@@ -85,13 +92,18 @@ def weights_path(args: argparse.Namespace) -> Path:
     """--out with the .safetensors suffix, else the user's controller folder (never the bundled file).
 
     Raises:
-        ValueError: --out is a folder (its suffix swap would write the weights beside it, not in it).
+        ValueError: --out is a folder (its suffix swap would write the weights beside it, not in it),
+            or has another suffix than .safetensors (`a.txt` would silently become `a.safetensors`).
     """
     if args.out is not None:
         if args.out.is_dir():
             raise ValueError(f"--out {str(args.out)!r} is a directory; give a weights file in it, e.g. "
                              f"{str(args.out / f'{args.kind}.safetensors')!r}")
-        return args.out.with_suffix(".safetensors")
+        if args.out.suffix not in ("", SUFFIX):
+            raise ValueError(f"--out {str(args.out)!r} ends in {args.out.suffix!r}, but the weights are written as "
+                             f"{SUFFIX} (a .json card beside them); name it e.g. "
+                             f"{str(args.out.with_suffix(SUFFIX))!r}")
+        return args.out.with_suffix(SUFFIX)
     folder = Path(os.environ.get(CONTROLLER_DIR_ENV, "~/.dllm_viz/controllers")).expanduser()
     model = "tiny" if args.model == "tiny" else Path(args.model.rstrip("/")).name or "model"
-    return folder / f"{args.kind}_{model}.safetensors"
+    return folder / f"{args.kind}_{model}{SUFFIX}"

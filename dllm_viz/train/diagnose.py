@@ -61,15 +61,30 @@ def token_roles(adapter: ModelAdapter, target: str) -> tuple[list[int], list[str
 
 def check_ratios(ratios: Sequence[float]) -> None:
     """Refuse masking ratios role_accuracy cannot measure: none at all (an empty table would read as
-    a result), or one outside (0, 1]. The CLI calls it before the model loads.
+    a result), one outside (0, 1], or one given twice (its row would be printed twice, as if two
+    measurements agreed). The CLI calls it before the model loads.
 
     Raises:
-        ValueError: naming the ratios and the range.
+        ValueError: naming the ratios and the range, or the repeated ratio.
     """
     if not ratios:
         raise ValueError("no masking ratio given; pass e.g. --ratios 0.15,0.5,1.0")
     if any(not 0.0 < r <= 1.0 for r in ratios):
         raise ValueError(f"masking ratios must be in (0, 1], got {list(ratios)}; pass e.g. --ratios 0.15,0.5,1.0")
+    if len(set(ratios)) < len(ratios):
+        twice = next(r for r in ratios if list(ratios).count(r) > 1)
+        raise ValueError(f"masking ratio {twice} is given twice in {list(ratios)}; give each ratio once")
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a negative masking seed: random.Random takes its absolute value, so --seed -1 would
+    silently repeat --seed 1's masks. The CLI calls it before the model loads.
+
+    Raises:
+        ValueError: naming the seed and the fix.
+    """
+    if seed < 0:
+        raise ValueError(f"the masking seed must be >= 0, got {seed}; pass e.g. --seed 0")
 
 
 @torch.no_grad()
@@ -78,9 +93,10 @@ def role_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], ratios: Se
     """One-pass accuracy by role at each masking ratio over arithmetic `problems`.
 
     Raises:
-        ValueError: no ratio, or one outside (0, 1] (see check_ratios).
+        ValueError: no ratio, one outside (0, 1] or repeated (see check_ratios), or a negative seed.
     """
     check_ratios(ratios)
+    check_seed(seed)
     mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
     rng = random.Random(seed)
     out = []
