@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
@@ -66,8 +66,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         maps each of its steps to the dense step it read.
 
     Raises:
-        ValueError: the rule samples its own candidates (block refinement), or a seed that is
-            not an integer >= 0.
+        ValueError: the rule samples its own candidates (block refinement), a seed that is not
+            an integer >= 0, or a rule that cannot run over the recorded blocks (Pipeline.validate).
     """
     # numpy's own refusal ("expected non-negative integer") names neither the argument nor the fix.
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
@@ -78,6 +78,12 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
                          "(the Verify button, or the Decode page)")
     if dense.meta.model is not None:  # the family's calibrated points, as a decode with the model gets
         pipeline = pipeline.resolve(dense.meta.model.family, dense.meta.model.delimiters)
+    recorded_block = (dense.meta.pipeline or {}).get("block")
+    if isinstance(recorded_block, Mapping) and "name" in recorded_block:
+        # The replay runs over the recorded windows, so the rule must fit them as a decode's must fit
+        # its own (fixed_steps' steps split over the blocks): else the estimate is of a decode the
+        # engine would refuse.
+        Pipeline.from_dict({**pipeline.to_dict(), "block": recorded_block}).validate(dense.gen_length)
     mask_id = dense.mask_token_id
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate

@@ -142,6 +142,12 @@ class TestReplay:
         with pytest.raises(ValueError, match="`seed` must be an integer >= 0"):
             replay(recorded, Pipeline.from_names("threshold", threshold=0.3), seed=seed)
 
+    def test_a_rule_that_cannot_run_over_the_recorded_blocks(self, recorded: Trace) -> None:
+        # Was: an estimate for fixed_steps(steps=3) over two blocks of 8, a decode the engine refuses.
+        with pytest.raises(ValueError, match="steps"):
+            replay(recorded, Pipeline.from_names("fixed_steps", steps=3))
+        assert replay(recorded, Pipeline.from_names("fixed_steps", steps=4)).nfe <= 4
+
 
 class TestTasks:
     @pytest.mark.parametrize("n", [-1, 2.5, "3"])
