@@ -19,12 +19,23 @@ from dllm_viz.bench import ROW_COLUMNS, SUMMARY_COLUMNS, cut_off_warning, run_be
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import require_code_sandbox
 from dllm_viz.models import ModelAdapter
-from dllm_viz.policies import Pipeline
-from dllm_viz.policies.knobs import Knob
+from dllm_viz.policies import RULES, Pipeline
+from dllm_viz.policies.knobs import Knob, knobs
+from dllm_viz.replay import replayable
 from dllm_viz.tasks import Problem
 from dllm_viz.tasks.sandbox import SandboxUnavailableError
 
 MAX_GRID = 25
+# Tune's commit rules (those a dense trace can replay), the one it opens on, and the second sweep
+# field's "no second field" choice: here so app_ui.url_params names what a bad link value should be.
+TUNE_RULES = tuple(sorted(name for name, cls in RULES.items() if replayable(cls)))
+TUNE_DEFAULT_RULE = "threshold"
+NO_SECOND_FIELD = "(none)"
+
+
+def sweepable(rule: str) -> list[Knob]:
+    """The fields of commit rule `rule` a sweep can vary: the numeric ones without fixed choices."""
+    return [s for s in knobs(RULES[rule]) if s.kind in (int, float) and s.choices is None]
 
 
 def parse_values(name: str, text: str, specs: Sequence[Knob]) -> list[Any]:

@@ -43,7 +43,7 @@ from app_ui.static_component import page_script
 from app_ui.views import follow_click, remembered_step, toggle_kalman
 from dllm_viz import figures
 from dllm_viz.figures.forecast import MAX_PANELS
-from dllm_viz.figures.views import KALMAN_VIEW
+from dllm_viz.figures.views import KALMAN_VIEW, VIEWS
 from dllm_viz.trace import Trace
 
 # Figures drawn by st.plotly_chart below the panel: (key, figure, playhead).
@@ -75,6 +75,16 @@ def chosen_view(names: list[str], prefix: str) -> str:
         picked = names[-1]
     st.session_state[key] = picked
     return picked
+
+
+def unavailable_view(names: list[str], shown: str, prefix: str) -> str | None:
+    """On Decode, what to say when the address bar's `?view=` names a view this trace has no data
+    for (a link's Kalman bands on a decode without CE): which view is shown and which are on offer."""
+    asked = None if prefix else st.query_params.get("view")
+    if asked is None or asked == shown or asked in names or asked not in {view.name for view in VIEWS}:
+        return None  # a name no view has is named by the link warning (app_ui.url_params)
+    return (f"This trace has no data for the view {asked!r} the address bar asks for (its policy records none), "
+            f"so it shows {shown!r}. Views of this trace: {', '.join(names)}.")
 
 
 def picked_positions(trace: Trace, prefix: str) -> list[int]:
@@ -150,6 +160,8 @@ def panel_payload(trace: Trace | None, version: int, prefix: str = "", *, steppi
     _chart(charts, fallbacks, prefix, version, "heatmap", f"{prefix}heatmap", lambda: figures.confidence_heatmap(trace),
            clickable=True)
     body["view"] = name = chosen_view(views, prefix)
+    if (note := unavailable_view(views, name, prefix)) is not None:
+        payload["notices"].append({"kind": "info", "text": note})
     if name == KALMAN_VIEW:
         labels = [html.unescape(label) for label in figures.position_labels(trace)]
         body["kalman"] = {"picked": [[p, labels[p]] for p in picked_positions(trace, prefix)],

@@ -8,8 +8,11 @@ shows one warning naming each parameter that will be dropped and what it accepts
 The checks follow the widgets: policy fields are parsed by the component's own field types and
 validated by constructing the component (so the range in the message is the component's own);
 component pickers accept their registry's names; gen lengths the select slider's values; the
-pages' own pickers (mode, sample, task, rule, problem count, Learn's chapter) the options they offer. Keys of
-other controls are not judged here (no false alarms).
+pages' own pickers (mode, sample, task, rule, problem count, Learn's chapter) the options they offer;
+Decode's `view` the names of every trace view (which of them a trace offers depends on its policy:
+the trace panel says when a linked view has no data in the trace shown); Tune's sweep fields
+(`tune_f1`, `tune_f2`) the sweepable fields of the rule the link names (`tune_rule`, else Tune's
+default rule). Keys of other controls are not judged here (no false alarms).
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from app_ui.common import (
     TUNE_MODES,
     sample_prompts,
 )
+from app_ui.sweep import NO_SECOND_FIELD, TUNE_DEFAULT_RULE, TUNE_RULES, sweepable
 from app_ui.widgets import GEN_LENGTHS
 from dllm_viz.cache_modes import CACHE_MODES
+from dllm_viz.figures.views import VIEWS
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.knobs import parse_knob
-from dllm_viz.replay import replayable
 from dllm_viz.tasks import TASKS
 
 SEED_MAX = 2**31 - 1
@@ -71,6 +75,14 @@ def _gen_length(text: str) -> str | None:
     return None if text in {str(g) for g in GEN_LENGTHS} else f"one of {', '.join(map(str, GEN_LENGTHS))}"
 
 
+def _view(text: str) -> str | None:
+    """Decode's view: any view's name (dllm_viz.figures.views), whichever the trace shown offers."""
+    names = [view.name for view in VIEWS]
+    if text in names:
+        return None
+    return f"one of {', '.join(names)}; which of them a trace offers depends on its policy"
+
+
 def _sample(text: str) -> str | None:
     """A prompt picker's value: a bundled sample id or OWN_PROMPT (read when the link is opened)."""
     return _choice((OWN_PROMPT, *sample_prompts()))(text)
@@ -102,12 +114,43 @@ _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "cmp_count": _integer(1, MAX_PROBLEMS),
     "cmp_align": _choice(_BOOLS),
     "tune_mode": _choice(TUNE_MODES),
-    "tune_rule": _choice(tuple(sorted(r for r in RULES if replayable(RULES[r])))),
+    "tune_rule": _choice(TUNE_RULES),
     "tune_task": _choice(tuple(sorted(TASKS))),
     "tune_n": _integer(1, MAX_PROBLEMS),
     "tune_ce": _choice(_BOOLS),
     "chapter": _choice(tuple(CHAPTERS)),  # pages/learn.py
+    "view": _view,  # Decode's trace panel (app_ui.trace_panel)
 }
+# Keys whose valid values depend on another parameter of the same link.
+_LINKED_KEYS: dict[str, Callable[[str, Mapping[str, str]], str | None]] = {
+    "tune_f1": lambda text, query: _sweep_field(text, query, second=False),
+    "tune_f2": lambda text, query: _sweep_field(text, query, second=True),
+}
+
+
+def _linked_tune_rule(query: Mapping[str, str]) -> str:
+    """The rule Tune will use for this link: its `tune_rule` when valid, else Tune's default."""
+    rule = str(query.get("tune_rule", TUNE_DEFAULT_RULE))
+    return rule if rule in TUNE_RULES else TUNE_DEFAULT_RULE
+
+
+def _sweep_field(text: str, query: Mapping[str, str], *, second: bool) -> str | None:
+    """A sweep field picker's value: a sweepable field of the linked rule (pages/tune.py `sweep`);
+    the second picker also takes NO_SECOND_FIELD and never the first picker's field."""
+    rule = _linked_tune_rule(query)
+    names = [s.name for s in sweepable(rule)]
+    if not names:
+        return f"the rule {rule} has no numeric field to sweep"
+    offered = names
+    if second:
+        first = str(query.get("tune_f1", names[0]))
+        first = first if first in names else names[0]
+        offered = [NO_SECOND_FIELD, *(n for n in names if n != first)]
+        if text == first:
+            return f"a field other than the first one, {first}: one of {', '.join(offered)}"
+    if text in offered:
+        return None
+    return f"a numeric field of the rule {rule}: one of {', '.join(offered)}"
 
 
 def _owners(field: str) -> list[type]:
@@ -139,7 +182,7 @@ def dropped_params(query: Mapping[str, str]) -> list[str]:
     """One phrase per URL parameter the page will ignore: `name=value (what it accepts)`."""
     out = []
     for key, text in query.items():
-        problem = _problem(key, str(text))
+        problem = _LINKED_KEYS[key](str(text), query) if key in _LINKED_KEYS else _problem(key, str(text))
         if problem is not None:
             out.append(f"{key}={str(text)[:40]!r} ({problem})")
     return out

@@ -58,7 +58,8 @@ count = int(right.segmented_control("Configurations", list(CONFIG_COUNTS), defau
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
     with tab:
-        specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i], adapter=adapter))
+        specs.append(policy_form(f"c{i + 1}_", bind=True, default_rule=DEFAULT_RULES[i], adapter=adapter,
+                                 gen_length=gen_length))
 
 
 def pipelines() -> dict[str, Pipeline] | None:

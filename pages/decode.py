@@ -54,7 +54,8 @@ with st.expander("Prompt and policy", expanded=True, key="settings", on_change="
     st.caption(settings_label())
     prompt = prompt_input(bind=True)
     gen_length = gen_length_input("gen", default=64, bind=True, limit=canvas_limit(adapter, prompt))
-    spec = policy_form(bind=True, weights=controller_choices(controller_dir()), adapter=adapter)
+    spec = policy_form(bind=True, weights=controller_choices(controller_dir()), adapter=adapter,
+                       gen_length=gen_length)
 signature: tuple[Any, ...] = (st.session_state.get("model"), st.session_state.get("device"), prompt, gen_length,
                               st.session_state.get("seed"), st.session_state.get("temperature"), repr(spec))
 

@@ -30,7 +30,17 @@ from app_ui.common import (
     warn_if_cut_off,
 )
 from app_ui.live_chart import live_chart
-from app_ui.sweep import parse_values, run_sweep, summary_table, sweep_configs, sweep_rows
+from app_ui.sweep import (
+    NO_SECOND_FIELD,
+    TUNE_DEFAULT_RULE,
+    TUNE_RULES,
+    parse_values,
+    run_sweep,
+    summary_table,
+    sweep_configs,
+    sweep_rows,
+    sweepable,
+)
 from app_ui.views import scrubber
 from app_ui.widgets import component_fields, gen_length_input
 from dllm_viz import figures
@@ -38,8 +48,7 @@ from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.defaults import policy_defaults
-from dllm_viz.policies.knobs import knobs
-from dllm_viz.replay import agreement, replay, replay_signature, replayable
+from dllm_viz.replay import agreement, replay, replay_signature
 from dllm_viz.tasks import TASKS
 
 require_app_frame()
@@ -49,8 +58,8 @@ mode = st.segmented_control("Mode", list(TUNE_MODES), default="by eye", required
 adapter = current_model()
 prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 left, mid, right = st.columns([2, 1, 1])
-rule = left.segmented_control("Commit rule", sorted(r for r in RULES if replayable(RULES[r])),
-                              default="threshold", required=True, key="tune_rule", bind="query-params")
+rule = left.segmented_control("Commit rule", list(TUNE_RULES), default=TUNE_DEFAULT_RULE, required=True,
+                              key="tune_rule", bind="query-params")
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 # A block-causal model's own block length is its natural window (policies.defaults); else 32.
 natural_block = policy_defaults(adapter.info.block_length if adapter else None).options.get("block_length", 32)
@@ -161,7 +170,7 @@ def replay_view() -> None:
 
 
 def sweep() -> None:
-    numeric = [s for s in knobs(RULES[rule]) if s.kind in (int, float) and s.choices is None]
+    numeric = sweepable(str(rule))
     if not numeric:
         st.info(f"{rule} has no numeric field to sweep; pick another rule.")
         return
@@ -170,15 +179,15 @@ def sweep() -> None:
     first = a.selectbox("Sweep", names, key="tune_f1", bind="query-params")
     values1 = a.text_input("Values", "0.5, 0.7, 0.9" if first == "threshold" else "", key="tune_v1",
                            bind="query-params", help="comma-separated values of the field")
-    second = b.selectbox("and (optional)", ["(none)", *[n for n in names if n != first]], key="tune_f2",
+    second = b.selectbox("and (optional)", [NO_SECOND_FIELD, *[n for n in names if n != first]], key="tune_f2",
                          bind="query-params")
-    values2 = b.text_input("Values ", "", key="tune_v2", bind="query-params", disabled=second == "(none)")
+    values2 = b.text_input("Values ", "", key="tune_v2", bind="query-params", disabled=second == NO_SECOND_FIELD)
     task = a.selectbox("Task", sorted(TASKS), key="tune_task", bind="query-params")
     n = b.number_input("Problems", 1, MAX_PROBLEMS, 3, key="tune_n", bind="query-params")
     if st.button("Run sweep", type="primary", key="tune_sweep", disabled=adapter is None) and adapter is not None:
         try:
             grid = {str(first): parse_values(str(first), values1 or "", numeric)}
-            if second != "(none)":
+            if second != NO_SECOND_FIELD:
                 grid[str(second)] = parse_values(str(second), values2 or "", numeric)
             configs = sweep_configs(str(rule), "kalman" if ce else None, block_length, gen_length, grid)
         except ValueError as exc:

@@ -650,6 +650,14 @@ def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Pa
      ["tune_mode='grid' (one of by eye, sweep)", "tune_rule='block_refinement'", "tune_task='nope'",
       "tune_ce='yes' (one of true, false)"]),
     ("learn", {"chapter": "7 Sampling"}, ["chapter='7 Sampling' (one of 1 Masking, 2 Confidence"]),
+    ("decode", {"view": "heatmap"}, ["view='heatmap' (one of commit order, entropy, margin, refinement",
+                                     "Kalman bands", "which of them a trace offers depends on its policy"]),
+    ("tune", {"tune_mode": "sweep", "tune_rule": "cora", "tune_f1": "threshold", "tune_f2": "tau"},
+     ["tune_f1='threshold' (a numeric field of the rule cora: one of delta_p, m, steps)",
+      "tune_f2='tau' (a numeric field of the rule cora: one of (none), m, steps)"]),
+    ("tune", {"tune_mode": "sweep", "tune_f1": "delta_p", "tune_f2": "threshold"},  # the default rule's fields
+     ["tune_f1='delta_p' (a numeric field of the rule threshold: one of threshold)",
+      "tune_f2='threshold' (a field other than the first one, threshold: one of (none))"]),
 ])
 def test_a_link_with_bad_page_settings_names_each_dropped_value(dirs: dict[str, Path], page: str,
                                                                 query: dict[str, str], needles: list[str]) -> None:
@@ -667,3 +675,84 @@ def test_a_link_asking_for_more_positions_than_the_context_says_so(dirs: dict[st
     at = open_app(query={"gen": "1024", "block_length": "16"})  # the random model has 512 positions
     assert any("gen=1024 does not fit the model's context" in w.value for w in at.warning), at.warning
     assert int(at.select_slider(key="gen").value) <= 512 - 1 and not at.exception
+
+
+def test_a_link_with_good_sweep_fields_and_view_is_taken_without_a_warning(dirs: dict[str, Path]) -> None:
+    at = open_app("tune", {"tune_mode": "sweep", "tune_rule": "cora", "tune_f1": "m", "tune_f2": "delta_p"})
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.selectbox(key="tune_f1").value == "m" and at.selectbox(key="tune_f2").value == "delta_p"
+    at = click(open_app(query={**FAST, "view": "margin"}), "run")
+    assert not at.warning and panel(at)["trace"]["view"] == "margin"
+
+
+def test_a_linked_view_the_trace_has_no_data_for_is_named_with_the_views_it_has(dirs: dict[str, Path]) -> None:
+    at = click(open_app(query={**FAST, "view": "Kalman bands"}), "run")  # no CE: no Kalman bands to show
+    body = panel(at)["trace"]
+    assert body["view"] == body["views"][-1] and "Kalman bands" not in body["views"]
+    note = next(n["text"] for n in panel(at)["notices"] if "Kalman bands" in n["text"])
+    assert f"so it shows {body['view']!r}" in note and ", ".join(body["views"]) in note
+    trigger(at, "view", "margin")  # picking a view the trace has puts it in the address bar: no note
+    assert not any("Kalman bands" in n["text"] for n in panel(at)["notices"])
+
+
+# ---- The block length follows the gen length -----------------------------------------------
+
+def test_the_block_length_follows_the_gen_length_until_the_user_sets_one(dirs: dict[str, Path]) -> None:
+    at = open_app()
+    at.select_slider(key="gen").set_value(16).run()
+    assert at.number_input(key="block_length").value == 16 and not errors(at)  # not 32: it must divide 16
+    step(at)
+    assert at.session_state["trace"].nfe == 1 and not errors(at)
+    at.select_slider(key="gen").set_value(64).run()
+    assert at.number_input(key="block_length").value == 32  # back to the default where it fits
+    at.number_input(key="block_length").set_value(8).run()  # the user's own value stays
+    at.select_slider(key="gen").set_value(16).run()
+    assert at.number_input(key="block_length").value == 8 and not errors(at)
+    at.number_input(key="block_length").set_value(12).run()  # named at once, beside the fields, before Step
+    assert any("Block length 12 does not fit Gen length 16" in e and "Use one of 1, 2, 4, 8, 16," in e
+               for e in errors(at)), errors(at)
+    assert at.number_input(key="block_length").value == 12 and "trace" in at.session_state
+    at = open_app("compare", {"cmp_gen": "16"})  # Compare's forms follow their gen length too
+    assert at.number_input(key="c1_block_length").value == 16 and not errors(at)
+
+
+def test_a_linked_block_length_that_does_not_fit_is_kept_and_named_at_once(dirs: dict[str, Path]) -> None:
+    at = open_app(query={"gen": "16", "block_length": "32"})
+    assert at.number_input(key="block_length").value == 32  # never silently changed
+    assert any("Block length 32 does not fit Gen length 16" in e and "Use one of 1, 2, 4, 8, 16," in e
+               for e in errors(at)), errors(at)
+    at = open_app(query={"gen": "16", "block_length": "8"})
+    assert at.number_input(key="block_length").value == 8 and not errors(at)
+
+
+# ---- Widget defaults and session state ------------------------------------------------------
+
+def test_no_widget_is_given_a_default_and_a_session_state_value(dirs: dict[str, Path],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streamlit logs "created with a default value but also had its value set via the Session
+    State API" (once per process) for such a widget; Compare's policy sliders were one."""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    logged: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    handler = Keep()
+    logger = logging.getLogger(policies.__name__)
+    logger.addHandler(handler)
+    try:
+        for page, query in (("compare", {"cmp_gen": "16", "cmp_n": "4"}), ("decode", {"rule": "cora"})):
+            monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+            at = open_app(page, query)
+            if page == "decode":
+                at.select_slider(key="gen").set_value(16).run()  # the block length follows it to 16
+            at.run()
+            assert not at.exception
+        assert at.slider(key="delta_p").value == calibrated_points("tiny")["cora"]["delta_p"]
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in logged if "default value" in m], logged
