@@ -42,11 +42,11 @@ from app_ui.sweep import (
     sweepable,
 )
 from app_ui.views import scrubber
-from app_ui.widgets import component_fields, gen_length_input
+from app_ui.widgets import block_length_problem, block_length_start, component_fields, gen_length_input
 from dllm_viz import figures
 from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
-from dllm_viz.policies import EXTRAPOLATORS, RULES, Pipeline
+from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.defaults import policy_defaults
 from dllm_viz.replay import agreement, replay, replay_signature
 from dllm_viz.tasks import TASKS
@@ -63,8 +63,13 @@ rule = left.segmented_control("Commit rule", list(TUNE_RULES), default=TUNE_DEFA
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 # A block-causal model's own block length is its natural window (policies.defaults); else 32.
 natural_block = policy_defaults(adapter.info.block_length if adapter else None).options.get("block_length", 32)
-block_length = int(right.number_input("Block length", 1, 1024, min(natural_block, gen_length), step=1,
-                                      key="tune_block", bind="query-params"))
+# Fixed blocks: the length follows the gen length until the user sets one (as Decode's form does).
+followed: set[str] = set()
+block_start = block_length_start(BLOCKS["fixed"], "tune_block", natural_block, gen_length, followed)
+block_length = int(right.number_input("Block length", 1, 1024, step=1, key="tune_block", bind="query-params",
+                                      **({} if "tune_block" in followed else {"value": block_start})))
+if (block_problem := block_length_problem(BLOCKS["fixed"], block_length, gen_length)) is not None:
+    st.error(block_problem)
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
 
 

@@ -714,6 +714,11 @@ def test_the_block_length_follows_the_gen_length_until_the_user_sets_one(dirs: d
     assert at.number_input(key="block_length").value == 12 and "trace" in at.session_state
     at = open_app("compare", {"cmp_gen": "16"})  # Compare's forms follow their gen length too
     assert at.number_input(key="c1_block_length").value == 16 and not errors(at)
+    at = open_app("tune", {"tune_gen": "64"})  # and Tune's block length its own
+    at.select_slider(key="tune_gen").set_value(16).run()
+    assert at.number_input(key="tune_block").value == 16 and not errors(at)
+    at.number_input(key="tune_block").set_value(12).run()
+    assert any("Block length 12 does not fit Gen length 16" in e for e in errors(at)), errors(at)
 
 
 def test_a_linked_block_length_that_does_not_fit_is_kept_and_named_at_once(dirs: dict[str, Path]) -> None:
