@@ -83,7 +83,12 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
         # The replay runs over the recorded windows, so the rule must fit them as a decode's must fit
         # its own (fixed_steps' steps split over the blocks): else the estimate is of a decode the
         # engine would refuse.
-        Pipeline.from_dict({**pipeline.to_dict(), "block": recorded_block}).validate(dense.gen_length)
+        try:
+            over_recorded = Pipeline.from_dict({**pipeline.to_dict(), "block": recorded_block})
+        except ValueError:  # a sizer this version cannot rebuild (an older file): the windows are what replay reads
+            over_recorded = None
+        if over_recorded is not None:
+            over_recorded.validate(dense.gen_length)
     mask_id = dense.mask_token_id
     stop_ids = np.array(dense.stop_token_ids)
     rule, extra = pipeline.rule, pipeline.extrapolate

@@ -9,6 +9,7 @@ Evaluation (problem slices).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,23 @@ class TestReplay:
         with pytest.raises(ValueError, match="steps"):
             replay(recorded, Pipeline.from_names("fixed_steps", steps=3))
         assert replay(recorded, Pipeline.from_names("fixed_steps", steps=4)).nfe <= 4
+
+
+class TestPipelineDicts:
+    """Pipeline.from_dict on a description that to_dict did not write (a hand-edited file, another version)."""
+
+    @pytest.mark.parametrize(("data", "needle"), [
+        ({"rule": {"threshold": 0.9}}, "a commit rule must be described as {'name': ..."),
+        ({"rule": "threshold"}, "a commit rule must be described as"),
+        ({"rule": {"name": "threshold", "treshold": 0.5}}, "commit rule 'threshold' has no option 'treshold'"),
+        ({"rule": {"name": "nope"}}, "nope"),
+    ])
+    def test_a_malformed_description_is_a_named_error(self, data: dict, needle: str) -> None:
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            Pipeline.from_dict(data)
+
+    def test_to_dict_round_trips(self) -> None:
+        assert Pipeline.from_dict(PIPE.to_dict()) == PIPE
 
 
 class TestTasks:

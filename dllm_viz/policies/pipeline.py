@@ -162,8 +162,16 @@ def _check_option_names(options: Mapping[str, Any]) -> None:
 
 
 def _component(registry: dict[str, type], kind: str, data: Mapping[str, Any]) -> Any:
+    """One part of a `to_dict` description rebuilt; a malformed part (a dict from a hand-edited file
+    or another version) is a ValueError naming it, not a KeyError / TypeError from the constructor."""
+    if not isinstance(data, Mapping) or "name" not in data:
+        raise ValueError(f"a {kind} must be described as {{'name': ..., <its options>}}, got {data!r}")
     values = dict(data)
     cls = lookup(registry, kind, values.pop("name"))
+    unknown = sorted(set(values) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"{kind} {cls.name!r} has no option {', '.join(map(repr, unknown))}; its options are "
+                         f"{sorted(f.name for f in fields(cls))}")
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
