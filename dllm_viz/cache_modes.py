@@ -21,6 +21,9 @@ CACHE_MODES: tuple[CacheMode, ...] = typing.get_args(CacheMode)
 # the index into PASS_KINDS (and the names travel in every saved trace's metadata).
 PassKind = Literal["full", "prefix_cached", "dual_cached", "exact_cached"]
 PASS_KINDS: tuple[PassKind, ...] = typing.get_args(PassKind)
+# Fast-dLLM's approximate caches: the ones a window-opening pass refreshes, and `refresh_every` renews
+# inside a window (the exact cache is never stale).
+APPROXIMATE: tuple[CacheMode, ...] = ("prefix", "dual")
 PARTIAL_PASS: Mapping[CacheMode, PassKind] = {"prefix": "prefix_cached", "dual": "dual_cached",
                                              "exact": "exact_cached"}
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dllm_viz.cache_modes import PARTIAL_PASS, PASS_KINDS, PassKind
+from dllm_viz.cache_modes import APPROXIMATE, PARTIAL_PASS, PASS_KINDS, PassKind
 from dllm_viz.commit_step import commit_step
 from dllm_viz.config import DecodeConfig
 from dllm_viz.models.base import ModelAdapter
@@ -310,7 +310,7 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
         extras: dict[str, np.ndarray] = {}
         if not pipeline.block.reads_pass:  # windows known before the pass: a prefix model runs up to its end
             extras = _advance_window(pipeline, cursor, base, is_masked)
-        partial = (pipeline.cache in PARTIAL_PASS and pipeline.cache != "exact" and kv is not None
+        partial = (pipeline.cache in APPROXIMATE and kv is not None
                    and is_masked[slice(*cursor.window)].any() and cursor.step_in_window > 0
                    and not (pipeline.refresh_every and cursor.step_in_window % pipeline.refresh_every == 0))
         span = _pass_span(adapter, pipeline, prompt_len, answer, canvas_end, cursor.window, sampled)

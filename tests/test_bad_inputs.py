@@ -197,7 +197,7 @@ class TestCLI:
     @pytest.mark.parametrize(("argv", "needle"), [
         (["--delta-p", "0.9"], "--delta-p applies to cora"),
         (["--block", "adablock", "--block-length", "8"], "--block-length applies to aligned, fixed"),
-        (["--refresh-every", "2"], "--refresh-every applies only to a KV cache"),
+        (["--refresh-every", "2"], "--refresh-every applies only to a prefix or dual KV cache"),
         (["--temperature", "inf"], "finite number"),
         (["--temperature", "nan"], "finite number"),
     ])
@@ -408,6 +408,26 @@ class TestBadInputHunt:
     def test_bench_options_that_ran_another_experiment(self, argv: list[str], needle: str, tiny_dir: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
         one_line_error(capsys, main(["bench", "--model", str(tiny_dir), "--n", "1", *FAST, *argv]), needle)
+
+    def test_bench_runs_its_caches_with_the_refresh_asked_for(self, tmp_path: Path, tiny_dir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+        """--refresh-every was silently dropped (every dual configuration ran refresh_every=None), and
+        --rule / --block / --cache / --extrapolate / --stop were accepted and ignored (bench names its
+        configurations in --policies; `--cache` was even read as an abbreviation of --caches). --caches
+        without none still runs the uncached dense baseline."""
+        out = tmp_path / "rows.csv"
+        base = ["bench", "--model", str(tiny_dir), "--n", "1", *FAST]
+        assert main([*base, "--policies", "threshold,threshold+dual", "--refresh-every", "2", "--out", str(out)]) == 0
+        configs = json.loads(out.with_name(out.name + ".settings.json").read_text())["configs"]
+        assert configs["threshold+dual"]["refresh_every"] == 2 and configs["threshold"]["refresh_every"] is None
+        for flag, value in (("--rule", "cora"), ("--block", "adablock"), ("--extrapolate", "kalman"),
+                            ("--stop", "eos"), ("--cache", "dual"), ("--thresh", "0.5")):  # no abbreviations
+            with pytest.raises(SystemExit) as stopped:
+                main([*base, "--policies", "threshold", flag, value])
+            assert stopped.value.code == 2 and f"unrecognized arguments: {flag} {value}" in capsys.readouterr().err
+        assert main([*base, "--policies", "threshold", "--caches", "dual"]) == 0
+        table = capsys.readouterr().out
+        assert "\ndense " in table and "threshold+dual" in table
 
     def test_plot_is_checked_before_the_run_and_never_replaced(self, tmp_path: Path, tiny_dir: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 # Subcommand modules, in the order `--help` lists them. A module missing from an install
 # (e.g. training extras) is skipped rather than breaking the whole CLI.
@@ -18,7 +19,13 @@ _SUBCOMMANDS = ("decode", "eval", "bench", "bench_pipeline", "calibrate", "diagn
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """ArgumentParser whose usage errors are a single line, not a usage dump."""
+    """ArgumentParser whose usage errors are a single line, not a usage dump, and which takes no
+    abbreviated flags: argparse would read a prefix as the one option it starts, so `bench --cache
+    dual` silently ran as `--caches dual` (another experiment than the one typed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dllm_viz.bench_columns import SUMMARY_COLUMNS
+from dllm_viz.cache_modes import APPROXIMATE
 from dllm_viz.cli.options import (
     add_decode_options,
     add_model_options,
+    add_refresh_option,
     add_results_options,
     add_scoring_options,
     check_options_apply,
@@ -73,7 +76,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_results_options(parser, record="one CSV row per (configuration, problem)", unit="rows")
     add_scoring_options(parser)
     add_model_options(parser)
-    add_decode_options(parser)
+    # Components come from --policies / --caches: --rule, --cache and the like would be ignored, so
+    # bench does not take them (argparse names such a flag); --refresh-every applies to its caches.
+    add_decode_options(parser, components=False)
+    add_refresh_option(parser)
     parser.epilog = f"{parser.epilog}\n{summary_columns_epilog()}"
     parser.set_defaults(func=run)
 
@@ -218,6 +224,10 @@ def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignor
         for cache in caches:
             label = name if cache in (None, "none") or uncached_label(name) is not None else f"{name}+{cache}"
             configs[label] = parse_config(label, options)
+            if args.refresh_every is not None and configs[label].cache in APPROXIMATE:
+                configs[label] = replace(configs[label], refresh_every=args.refresh_every)
+    if "dense" not in configs:  # --caches without none: the baseline still runs uncached (every ratio's base)
+        configs = {"dense": parse_config("dense", options), **configs}
     check_options_apply(args, list(configs.values()))
     return configs
 

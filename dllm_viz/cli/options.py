@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dllm_viz.cache_modes import CACHE_MODES
+from dllm_viz.cache_modes import APPROXIMATE, CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.explain import cache_help, component_help, knob_help
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
@@ -197,8 +197,14 @@ def _add_component_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cache", default="none", choices=list(CACHE_MODES),
                        help="KV cache: Fast-dLLM's prefix / dual (bidirectional models, refreshed at each "
                             "block start) or exact (block-causal models: finished blocks reused); default none")
+    add_refresh_option(group)
+
+
+def add_refresh_option(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """--refresh-every: decode's and eval's with --cache, bench's for every configuration with a
+    prefix or dual cache (bench names its caches in --policies / --caches, not with --cache)."""
     group.add_argument("--refresh-every", type=int, default=None,
-                       help="also refresh the KV cache every N steps inside a block")
+                       help="also refresh the KV cache (prefix or dual) every N steps inside a block")
 
 
 def _add_decode_settings(group: argparse._ArgumentGroup) -> None:
@@ -347,6 +353,6 @@ def check_options_apply(args: argparse.Namespace, pipelines: list[Pipeline]) -> 
             names = sorted({type(c).name for c in chosen})  # type: ignore[attr-defined]
             raise ValueError(f"{flag} applies to {', '.join(owners[name][1])}, which this run does not use (it uses "
                              f"{', '.join(names)}); drop {flag} or choose a component that has it")
-    if getattr(args, "refresh_every", None) is not None and all(p.cache == "none" for p in pipelines):
-        raise ValueError("--refresh-every applies only to a KV cache; add --cache prefix or --cache dual, "
-                         "or drop --refresh-every")
+    if getattr(args, "refresh_every", None) is not None and all(p.cache not in APPROXIMATE for p in pipelines):
+        raise ValueError("--refresh-every applies only to a prefix or dual KV cache; add one (--cache dual, or "
+                         "threshold+dual in bench's --policies), or drop --refresh-every")
