@@ -147,7 +147,7 @@ class ModelAdapter:
         cached decode costs (it opens every block), so it skips them as the uncached pass does.
         `reuse`: the previous refresh's cache, recorded into again (its buffers overwritten where the
         shapes match) and returned; the decoder passes it because a refresh that keeps fresh tensors
-        alive runs ~10% slower than a plain pass on CPU (models.kv_cache). Its old contents are gone.
+        alive runs 5-10% slower than a plain pass on CPU (models.kv_cache). Its old contents are gone.
         """
         if not self.supports_cache:
             raise ValueError(f"KV caching needs a natively supported family, not {self.info.family!r}; "

@@ -11,7 +11,7 @@ The object is handed to a transformers model as its `cache`: the attention layer
 `update(...)`, which is all the duck-typing this needs. It knows nothing about decoding.
 A full pass recorded into a cache that already holds buffers of the same shape copies into them
 instead of keeping the pass's own tensors: on CPU, holding each refresh's fresh tensors alive costs
-the allocator new pages, about a tenth of a pass on the bundled model (BENCHMARKS.md, session 32).
+the allocator new pages, 5-10% of a pass on the bundled model (BENCHMARKS.md, session 32).
 """
 
 from __future__ import annotations
