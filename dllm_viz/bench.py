@@ -261,9 +261,15 @@ def summarize_bench(rows: pd.DataFrame) -> pd.DataFrame:
 
     Columns: SUMMARY_COLUMNS, in its order (each name with what it measures). Columns computed from
     row fields that older CSVs lack are NaN for them.
+
+    Raises:
+        ValueError: rows but none of the dense baseline (every ratio is against it).
     """
     if rows.empty:
         return pd.DataFrame()
+    if BASELINE not in set(rows["config"]):
+        raise ValueError(f"no rows for the baseline {BASELINE!r}, which every ratio is against; the rows hold "
+                         f"{sorted(set(rows['config']))}: run {BASELINE!r} on the same problems too")
     grouped = rows.groupby("config", sort=False)
     totals = grouped[["nfe", "seconds", "forward_seconds", "policy_seconds"]].sum()
     tokens = (rows["tokens_per_second"] * rows["seconds"]).groupby(rows["config"], sort=False).sum()
@@ -396,7 +402,14 @@ def summarize_sweep(summary: pd.DataFrame, sweep: Sweep) -> tuple[pd.DataFrame, 
         (one row per swept value: knob value, accuracy, mean_nfe, tpf; the AUP of the sweep's
         (TPF, accuracy %) points with y_max the run's best accuracy; per configuration outside
         the sweep: "above" / "on" / "below" / "outside" the NFE-accuracy frontier).
+
+    Raises:
+        ValueError: a swept configuration has no row in `summary` (the message names it).
     """
+    missing = [label for label in sweep.labels if label not in summary.index]
+    if missing:
+        raise ValueError(f"the summary has no row for the swept configuration {missing[0]!r}; run every point "
+                         f"of {sweep.spec!r} or give the run's sweep")
     swept = summary.loc[list(sweep.labels)]
     table = pd.DataFrame({sweep.knob: sweep.values, "accuracy": swept["accuracy"].to_numpy(),
                           "mean_nfe": swept["mean_nfe"].to_numpy(), "tpf": swept["tpf"].to_numpy()},

@@ -26,6 +26,7 @@ dense's area and one that keeps accuracy is credited for its extra parallelism.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -60,14 +61,21 @@ def aup(points: Sequence[tuple[float, float]], y_max: float, *, alpha: float = A
         drop: points more than this many accuracy points below the slowest point's are left out.
 
     Raises:
-        ValueError: no point, a non-finite value, or y_max <= 0.
+        ValueError: no point, a non-finite value, a negative TPF, an accuracy outside 0..100, y_max
+            not in (0, 100], or alpha / drop not finite and >= 0.
     """
     if not points:
         raise ValueError("AUP needs at least one (TPF, accuracy) point")
     if not all(math.isfinite(r) and math.isfinite(y) for r, y in points):
         raise ValueError(f"AUP points must be finite, got {list(points)}")
-    if not y_max > 0:
-        raise ValueError(f"`y_max` must be > 0 (the best accuracy in percent), got {y_max}")
+    bad = [(r, y) for r, y in points if r < 0 or not 0 <= y <= 100]
+    if bad:
+        raise ValueError(f"AUP points must be (TPF >= 0, accuracy in percent 0..100), got {bad}")
+    if not 0 < y_max <= 100:
+        raise ValueError(f"`y_max` must be in (0, 100] (the best accuracy in percent), got {y_max}")
+    for name, value in (("alpha", alpha), ("drop", drop)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"`{name}` must be a finite number >= 0, got {value}")
     ordered = sorted(points)
     first = ordered[0][1]
     kept = [(r, y) for r, y in ordered if y >= first - drop]
@@ -88,14 +96,29 @@ def frontier_position(nfe: float, accuracy: float, frontier: Sequence[tuple[floa
     The frontier's accuracy at `nfe` is interpolated linearly between its points (sorted by
     NFE); "above" / "below" when the configuration's accuracy is more than `tolerance` points
     (accuracy in percent) above / below it, "on" otherwise, and "outside" when `nfe` lies
-    beyond the frontier's NFE range (no sweep point to compare with).
+    beyond the frontier's NFE range (no sweep point to compare with). Sweep points that share an
+    NFE count as one, at the best of their accuracies (the frontier is the best reached there).
+
+    Raises:
+        ValueError: a non-finite NFE or accuracy, of the configuration or of a frontier point
+            (a NaN compares false both ways and would read as "on"), or a tolerance not finite and >= 0.
     """
-    ordered = sorted(frontier)
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"`tolerance` must be a finite number of accuracy points >= 0, got {tolerance}")
+    if not (math.isfinite(nfe) and math.isfinite(accuracy)):
+        raise ValueError(f"cannot place a configuration with NFE {nfe} and accuracy {accuracy} against the "
+                         "frontier: both must be finite numbers")
+    if not all(math.isfinite(n) and math.isfinite(a) for n, a in frontier):
+        raise ValueError(f"frontier points (NFE, accuracy) must be finite, got {list(frontier)}")
+    best: dict[float, float] = {}
+    for n, a in frontier:
+        best[n] = max(a, best.get(n, a))
+    ordered = sorted(best.items())
     if not ordered or not ordered[0][0] <= nfe <= ordered[-1][0]:
         return "outside"
     for (n0, a0), (n1, a1) in pairwise(ordered):
         if n0 <= nfe <= n1:
-            expected = a0 if n1 == n0 else a0 + (a1 - a0) * (nfe - n0) / (n1 - n0)
+            expected = a0 + (a1 - a0) * (nfe - n0) / (n1 - n0)  # NFEs are distinct
             break
     else:
         expected = ordered[0][1]
@@ -115,8 +138,17 @@ def sign_test_p(lost: int, gained: int) -> float:
     carry no evidence either way and do not enter.
 
     Raises:
-        ValueError: a negative count.
+        ValueError: a count that is not a whole number >= 0.
     """
+    for name, count in (("lost", lost), ("gained", gained)):
+        try:
+            whole = operator.index(count)
+        except TypeError:
+            whole = None
+        if whole is None and not (isinstance(count, float) and count.is_integer()):
+            raise ValueError(f"counts of problems must be whole numbers, got {name}={count!r}; pass the "
+                             "number of discordant problems")
+    lost, gained = int(lost), int(gained)
     if lost < 0 or gained < 0:
         raise ValueError(f"counts of problems must be >= 0, got lost={lost}, gained={gained}")
     n = lost + gained

@@ -323,3 +323,22 @@ def test_a_csv_of_an_earlier_version_is_read_but_not_resumed(tiny_dir: Path, tmp
     capsys.readouterr()
     assert main([*args, "--resume"]) != 0
     assert "written by another dllm_viz version" in capsys.readouterr().err
+
+
+def test_summaries_name_a_missing_baseline_or_sweep_point() -> None:
+    from dllm_viz.bench import summarize_bench, summarize_sweep
+    from dllm_viz.sweep import parse_sweep
+
+    def rows(config: str, n: int) -> list[dict]:
+        return [{"config": config, "problem_id": f"p{i}", "correct": True, "nfe": 8, "tokens": 32, "seconds": 1.0,
+                 "forward_seconds": 0.9, "policy_seconds": 0.05, "tokens_per_second": 32.0,
+                 "agrees_with_dense": True} for i in range(n)]
+
+    # Used to be KeyError('dense').
+    with pytest.raises(ValueError, match=r"no rows for the baseline 'dense'.*'cora'"):
+        summarize_bench(pd.DataFrame(rows("cora", 2)))
+    sweep = parse_sweep("threshold(threshold=0.5:0.9:2)")
+    summary = summarize_bench(pd.DataFrame(rows("dense", 2) + rows(sweep.labels[0], 2)))
+    # Used to be a KeyError listing the index.
+    with pytest.raises(ValueError, match=r"no row for the swept configuration 'threshold\(threshold=0\.9\)'"):
+        summarize_sweep(summary, sweep)

@@ -156,3 +156,46 @@ def test_bench_cli_sweeps_a_knob_and_plots_the_frontier(tiny_dir: Path, tmp_path
     assert plot.is_file() and "NFE vs accuracy" in plot.read_text(encoding="utf-8")
     assert main(["bench", "--model", str(tiny_dir), "--sweep", "threshold(threshold=0.5:0.9:3)",
                  "--plot", str(tmp_path / "x.png")]) == 2
+
+
+@pytest.mark.parametrize(("nfe", "acc", "frontier", "message"), [
+    (15.0, float("nan"), [(10.0, 60.0), (20.0, 80.0)], "accuracy nan"),
+    (float("nan"), 70.0, [(10.0, 60.0), (20.0, 80.0)], "NFE nan"),
+    (15.0, 70.0, [(10.0, float("nan")), (20.0, 80.0)], "frontier points"),
+])  # fmt: skip
+def test_frontier_position_refuses_what_it_cannot_place(nfe: float, acc: float, frontier: list, message: str) -> None:
+    # A NaN compares false both ways: it used to read as "on" the frontier (or "outside" for a NaN NFE).
+    with pytest.raises(ValueError, match=message):
+        frontier_position(nfe, acc, frontier)
+    with pytest.raises(ValueError, match="tolerance"):
+        frontier_position(15.0, 70.0, [(10.0, 60.0), (20.0, 80.0)], tolerance=float("nan"))
+
+
+def test_frontier_points_sharing_an_nfe_count_at_their_best_accuracy() -> None:
+    # Two swept values that land on the same NFE (40% and 60%): a configuration equal to the better one
+    # is on the frontier, not above it (the lower point used to be taken as the frontier's value).
+    assert frontier_position(10.0, 60.0, [(10.0, 40.0), (10.0, 60.0)]) == "on"
+    assert frontier_position(10.0, 50.0, [(10.0, 60.0), (10.0, 40.0), (20.0, 80.0)]) == "below"
+    assert frontier_position(15.0, 70.0, [(10.0, 40.0), (10.0, 60.0), (20.0, 80.0)]) == "on"
+
+
+def test_sign_test_refuses_counts_that_are_not_whole_numbers() -> None:
+    with pytest.raises(ValueError, match=r"lost=2\.5"):
+        sign_test_p(2.5, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="gained=nan"):
+        sign_test_p(1, float("nan"))  # type: ignore[arg-type]
+    # Whole-valued floats (a pandas sum of a float column) are counts.
+    assert sign_test_p(2.0, 1.0) == sign_test_p(2, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("points", "y_max", "options", "message"), [
+    ([(1.0, 90.0), (2.0, 80.0)], 90.0, {"drop": -1.0}, "`drop`"),  # used to be an IndexError
+    ([(1.0, 90.0), (2.0, 80.0)], 90.0, {"drop": float("nan")}, "`drop`"),
+    ([(1.0, 90.0), (2.0, 88.0)], 90.0, {"alpha": float("nan")}, "`alpha`"),
+    ([(-1.0, 50.0), (2.0, 50.0)], 50.0, {}, "TPF >= 0"),  # used to score 100
+    ([(1.0, -50.0)], 50.0, {}, "0..100"),  # used to score -50
+    ([(1.0, 90.0)], float("inf"), {}, "y_max"),  # used to weight every point by exp(-3)
+])  # fmt: skip
+def test_aup_refuses_values_outside_its_definition(points: list, y_max: float, options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        aup(points, y_max, **options)
