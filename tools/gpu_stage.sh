@@ -39,6 +39,7 @@
 # (seconds the `gpu` tests may take, beside the training and the benches; default 460).
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
+mkdir -p "$OUT"  # the device makes it; a dry run here may name a new folder
 DEVICE=${DEVICE:-cuda}; MINUTES=${MINUTES:-5}; WORKERS=${WORKERS:-14}; BATCH=${BATCH:-256}
 LIST_BATCH=${LIST_BATCH:-$BATCH}
 if [[ -z "${INIT:-}" ]]; then
