@@ -246,3 +246,121 @@ def test_progress_events_are_typed_and_print_as_before() -> None:
     assert TrainProgress("trajectory", 10, 20).message() == "trajectory 10/20"
     assert TrainProgress("rollout", 1, 2, 1, mean_nfe=12.0, dense_nfe=32.0).message() == \
         "rollout 1/2: mean NFE 12.0 (dense 32.0)"
+
+
+def _copy_controller(kind: str, folder: Path, name: str = "mine") -> Path:
+    """A copy of the shipped `kind` controller (weights and card) as `folder/name.safetensors`."""
+    import shutil
+
+    path = folder / f"{name}.safetensors"
+    shutil.copy(resolve_path(BUNDLED, kind), path)
+    shutil.copy(resolve_path(BUNDLED, kind).with_suffix(".json"), path.with_suffix(".json"))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["tspd", "learn2pd"])
+def test_nan_or_infinite_weights_are_refused_not_decoded_with(kind: str, tmp_path: Path) -> None:
+    """A diverged training run's NaN gate compares False: the policy would silently never commit."""
+    from safetensors.numpy import load_file, save_file
+
+    path = _copy_controller(kind, tmp_path)
+    tensors = load_file(str(path))
+    key = "head.bias" if kind == "tspd" else "fc1.weight"
+    tensors[key] = np.full_like(tensors[key], np.nan)
+    save_file(tensors, str(path))
+    with pytest.raises(ValueError, match=rf"'mine.safetensors' has NaN or infinite values in {key}.*train-controller"):
+        load_controller(str(path), kind)
+
+
+def test_lstm_layers_the_card_leaves_out_are_refused_not_an_index_error(tmp_path: Path) -> None:
+    """The forward pass runs every layer in the file, the state has the card's: an IndexError mid-decode."""
+    from safetensors.numpy import load_file, save_file
+
+    path = _copy_controller("tspd", tmp_path)
+    tensors = load_file(str(path))
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        tensors[f"lstm.{name}_l2"] = tensors[f"lstm.{name}_l1"]
+    save_file(tensors, str(path))
+    with pytest.raises(ValueError, match="holds 14 tensors, but its card's 2 LSTM layers need 10"):
+        decode(ToyAdapter(), [4, 5], Pipeline(TspdPolicy(controller_weights=str(path))), DecodeConfig(gen_length=32))
+
+
+def test_a_learn2pd_file_with_extra_tensors_is_refused(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    path = _copy_controller("learn2pd", tmp_path)
+    save_file({**load_file(str(path)), "head.weight": np.zeros((1, 4), np.float32)}, str(path))
+    with pytest.raises(ValueError, match=r"tensors its card does not describe \(head.weight\)"):
+        load_controller(str(path), "learn2pd")
+
+
+def test_a_card_claiming_huge_layers_fails_at_once(tmp_path: Path) -> None:
+    """The expected tensors were listed layer by layer first: 10**8 layers took minutes and tens of GB
+    (10**6 here, so that the test fails quickly without the fix)."""
+    path = _copy_controller("tspd", tmp_path)
+    card = json.loads(path.with_suffix(".json").read_text())
+    path.with_suffix(".json").write_text(json.dumps({**card, "layers": 10**6}))
+    with pytest.raises(ValueError, match="1000000 LSTM layers need 4000002"):
+        load_controller(str(path), "tspd")
+
+
+def test_other_weights_are_refused_from_the_header_before_reading_them(tmp_path: Path) -> None:
+    """A large file (a model checkpoint given as controller weights) is judged by its header: its
+    data (here 1 GiB, a sparse file) is never read into memory."""
+    import struct
+
+    path = _copy_controller("tspd", tmp_path, "ckpt")
+    size = 4 * 2**28
+    header = json.dumps({"embed.weight": {"dtype": "F32", "shape": [2**28], "data_offsets": [0, size]}}).encode()
+    with path.open("wb") as out:
+        out.write(struct.pack("<Q", len(header)) + header)
+        out.truncate(8 + len(header) + size)
+    with pytest.raises(ValueError, match=r"'ckpt.safetensors' holds 1 tensors"):
+        load_controller(str(path), "tspd")
+
+
+def test_a_learn2pd_filter_with_an_empty_hidden_layer_is_refused(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    path = _copy_controller("learn2pd", tmp_path)
+    save_file({"fc1.weight": np.zeros((0, 32), np.float32), "fc1.bias": np.zeros(0, np.float32),
+               "fc2.weight": np.zeros((32, 0), np.float32), "fc2.bias": np.zeros(32, np.float32)}, str(path))
+    with pytest.raises(ValueError, match=r"'fc1.weight' should have shape \(1, 32\).*got \(0, 32\)"):
+        load_controller(str(path), "learn2pd")
+
+
+def test_a_folder_a_missing_card_or_an_empty_path_say_which(tmp_path: Path) -> None:
+    folder = tmp_path / "ctl.safetensors"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"'ctl.safetensors' is a directory"):
+        load_controller(str(folder), "tspd")
+    path = _copy_controller("tspd", tmp_path)
+    path.with_suffix(".json").unlink()
+    with pytest.raises(ValueError, match=r"have no card 'mine.json' beside them"):
+        load_controller(str(path), "tspd")
+    with pytest.raises(ValueError, match=r"name no .safetensors file.*train-controller"):
+        TspdPolicy(controller_weights="").init_state(32)  # was "PosixPath('.') has an empty name"
+
+
+def test_a_card_linked_from_another_folder_is_not_read(tmp_path: Path) -> None:
+    """The app confines the weights path to its controller folder; the card beside it must not
+    lead out of that folder through a link."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text(json.dumps({"kind": "tspd"}))
+    folder = tmp_path / "controllers"
+    folder.mkdir()
+    path = _copy_controller("tspd", folder)
+    path.with_suffix(".json").unlink()
+    path.with_suffix(".json").symlink_to(outside / "secret.json")
+    with pytest.raises(ValueError, match=r"'mine.json' of controller 'mine.safetensors' is a link out of"):
+        load_controller(str(path), "tspd")
+
+
+def test_a_card_without_kind_names_the_fix(tmp_path: Path) -> None:
+    path = _copy_controller("learn2pd", tmp_path)
+    card = json.loads(path.with_suffix(".json").read_text())
+    del card["kind"]
+    path.with_suffix(".json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match=r"holds a None controller .*not 'learn2pd'; pass a learn2pd controller"):
+        load_controller(str(path), "learn2pd")

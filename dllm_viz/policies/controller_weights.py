@@ -14,7 +14,7 @@ process there) instead of 1-2 ms: its threads wait on each other for a core.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -69,24 +69,38 @@ def resolve_path(weights: str, kind: str) -> Path:
 
 
 def load_controller(path: str, kind: str) -> ControllerWeights:
-    """Read controller weights and their card; errors name the file and how to make one.
+    """Read controller weights and their card; errors name the file, the problem and the fix.
 
     Cached per file version (path and modification times), so weights retrained into the same
     file, as the Train page allows, are read again rather than served from the cache.
     """
     file = Path(path)
+    train = f"train them with `python -m dllm_viz train-controller --kind {kind}` or pass weights=PATH"
+    if not file.name or file.suffix == ".json":
+        raise ValueError(f"{kind} controller weights {path!r} name no .safetensors file; {train}")
     card_file = file.with_suffix(".json")
-    if not file.is_file() or not card_file.is_file():
-        raise ValueError(f"{kind} controller weights {file.name!r} (and its .json card) not found; train them with "
-                         f"`python -m dllm_viz train-controller --kind {kind}` or pass weights=PATH")
+    if file.is_dir():
+        raise ValueError(f"{kind} controller weights {file.name!r} is a directory, not a .safetensors file; "
+                         f"name the weights file in it, or {train}")
+    if not file.is_file():
+        raise ValueError(f"{kind} controller weights {file.name!r} (and its .json card) not found; {train}")
+    if not card_file.is_file():
+        raise ValueError(f"{kind} controller weights {file.name!r} have no card {card_file.name!r} beside them "
+                         f"(the JSON file train-controller writes with the weights); put it back or {train}")
+    if card_file.resolve().parent != file.resolve().parent:  # a link must not pull a card from elsewhere
+        raise ValueError(f"the card {card_file.name!r} of controller {file.name!r} is a link out of the weights' "
+                         f"folder; put the card itself beside the weights")
     return _read_controller(str(file), kind, file.stat().st_mtime_ns, card_file.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=8)
 def _read_controller(path: str, kind: str, mtime_ns: int, card_mtime_ns: int) -> ControllerWeights:
-    """Read and check weights + card; messages name the file by its name only (they reach browsers)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+    """Read and check weights + card; messages name the file by its name only (they reach browsers).
+
+    The card and the file's header (names, shapes) are checked before any tensor is read, so a
+    file of other weights (a model checkpoint, another kind's controller) costs no memory.
+    """
+    from safetensors import SafetensorError, safe_open
 
     file = Path(path)
     retrain = f"retrain it with `python -m dllm_viz train-controller --kind {kind}`"
@@ -98,26 +112,38 @@ def _read_controller(path: str, kind: str, mtime_ns: int, card_mtime_ns: int) ->
     if not isinstance(card, dict):
         raise ValueError(f"the card of controller {file.name!r} is not a JSON object; {retrain}")
     if card.get("kind") != kind:
-        raise ValueError(f"{file.name!r} holds a {card.get('kind')!r} controller, not {kind!r}")
+        raise ValueError(f"{file.name!r} holds a {card.get('kind')!r} controller (its card's 'kind'), not {kind!r}; "
+                         f"pass a {kind} controller, or {retrain}")
     try:
-        tensors = {k: v.astype(np.float32) for k, v in load_file(str(file)).items()}
-    except (SafetensorError, OSError, ValueError, TypeError) as exc:
+        with safe_open(str(file), framework="numpy") as handle:
+            names = handle.keys()  # a list (the handle is not iterable)
+            shapes = {k: tuple(handle.get_slice(k).get_shape()) for k in names}  # the header only
+            check_controller(shapes, card, file.name, kind)
+            tensors = {k: handle.get_tensor(k).astype(np.float32) for k in shapes}
+    except (SafetensorError, OSError, TypeError) as exc:
         raise ValueError(f"controller weights {file.name!r} are not a readable .safetensors file ({exc}); "
                          f"{retrain}") from None
-    check_controller(tensors, card, file.name, kind)
+    bad = sorted(k for k, v in tensors.items() if not np.isfinite(v).all())
+    if bad:  # NaN gates compare False: the controller would silently never commit
+        raise ValueError(f"controller {file.name!r} has NaN or infinite values in {', '.join(bad)} (training "
+                         f"diverged); {retrain} with a lower learning rate")
     return ControllerWeights(tensors=tensors, card=card)
 
 
 _CARD_INTS = ("layers", "hidden", "vocab_size")  # what TSPD's forward pass reads; "features" is optional
 
 
-def check_controller(tensors: dict[str, np.ndarray], card: dict[str, object], name: str, kind: str) -> None:
+def check_controller(tensors: Mapping[str, np.ndarray | tuple[int, ...]], card: dict[str, object], name: str,
+                     kind: str) -> None:
     """Raise ValueError unless the card has the sizes the forward passes read and the tensors fit them.
 
-    A card without `layers`, or tensors of another size, would otherwise surface as a KeyError
-    or a numpy shape error in the middle of a decode.
+    `tensors` maps names to arrays or to their shapes (a file's header). A card without `layers`,
+    tensors of another size, or tensors the card does not describe (a layer the card leaves out
+    would be run by the forward pass) would otherwise surface as a KeyError or a numpy shape or
+    index error in the middle of a decode.
     """
     fix = f"retrain it with `python -m dllm_viz train-controller --kind {kind}`"
+    shapes = {k: tuple(v) if isinstance(v, tuple) else v.shape for k, v in tensors.items()}
     for key in _CARD_INTS if kind == "tspd" else ():
         value = card.get(key)
         if type(value) is not int or value < 1:
@@ -131,20 +157,27 @@ def check_controller(tensors: dict[str, np.ndarray], card: dict[str, object], na
                          f"{expected_features}: {fix}")
     if kind == "tspd":
         layers, hidden = int(card["layers"]), int(card["hidden"])  # type: ignore[call-overload]
+        if 4 * layers + 2 != len(shapes):  # before listing them: a card may claim any number of layers
+            raise ValueError(f"controller {name!r} holds {len(shapes)} tensors, but its card's {layers} LSTM "
+                             f"layers need {4 * layers + 2}: the card does not describe these weights; {fix}")
         want = {"head.weight": (1, hidden), "head.bias": (1,)}
         for i in range(layers):
             want |= {f"lstm.weight_ih_l{i}": (4 * hidden, features if i == 0 else hidden),
                      f"lstm.weight_hh_l{i}": (4 * hidden, hidden),
                      f"lstm.bias_ih_l{i}": (4 * hidden,), f"lstm.bias_hh_l{i}": (4 * hidden,)}
     else:
-        width = tensors.get("fc1.weight", np.zeros((0, 0))).shape[0]
+        width = (shapes.get("fc1.weight") or (1, 0))[0] or 1  # an empty hidden layer is reported as a wrong shape
         want = {"fc1.weight": (width, features), "fc1.bias": (width,), "fc2.weight": (features, width),
                 "fc2.bias": (features,)}
     for key, shape in want.items():
-        got = tensors.get(key)
-        if got is None or got.shape != shape:
+        got = shapes.get(key)
+        if got != shape:
             raise ValueError(f"controller {name!r}: tensor {key!r} should have shape {shape} (from its card), got "
-                             f"{None if got is None else got.shape}; {fix}")
+                             f"{got}; {fix}")
+    extra = sorted(set(shapes) - set(want))
+    if extra:
+        raise ValueError(f"controller {name!r} holds tensors its card does not describe ({', '.join(extra[:4])}): "
+                         f"not {kind} weights of that size; {fix}")
 
 
 @lru_cache(maxsize=1)
