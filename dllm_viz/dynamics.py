@@ -67,13 +67,18 @@ def wasted_refinement_fraction(trace: Trace, *, answer_only: bool = False) -> fl
     Returns:
         A fraction in [0, 1); 0.0 when nothing (of the answer, with `answer_only`) was committed.
     """
+    positions = ~trace.is_end_of_text if answer_only else np.ones(trace.gen_length, dtype=bool)
+    return _redundant_share(trace, spent_on=positions, wasted_on=positions)
+
+
+def _redundant_share(trace: Trace, *, spent_on: np.ndarray, wasted_on: np.ndarray) -> float:
+    """Redundant token-steps of the committed positions in `wasted_on` over the masked token-steps of
+    those in `spent_on` (see wasted_refinement_fraction); 0.0 when nothing there was committed."""
     commit = trace.commit_step.astype(np.int64)
     settled = settled_step(trace).astype(np.int64)
     committed = commit >= 0
-    if answer_only:
-        committed &= ~trace.is_end_of_text
-    spent = int((commit[committed] + 1).sum())
-    wasted = int((commit - settled)[committed & (settled >= 0)].sum())
+    spent = int((commit[committed & spent_on] + 1).sum())
+    wasted = int((commit - settled)[committed & wasted_on & (settled >= 0)].sum())
     return wasted / spent if spent else 0.0
 
 
@@ -89,12 +94,7 @@ def tail_redundant_share(trace: Trace) -> float:
     Returns:
         A fraction in [0, 1); 0.0 when nothing was committed.
     """
-    commit = trace.commit_step.astype(np.int64)
-    settled = settled_step(trace).astype(np.int64)
-    committed = commit >= 0
-    spent = int((commit[committed] + 1).sum())
-    wasted = int((commit - settled)[committed & (settled >= 0) & trace.is_end_of_text].sum())
-    return wasted / spent if spent else 0.0
+    return _redundant_share(trace, spent_on=np.ones(trace.gen_length, dtype=bool), wasted_on=trace.is_end_of_text)
 
 
 def candidate_flips(trace: Trace) -> int:
