@@ -12,7 +12,6 @@ sampling RNG is re-seeded from the fork's DecodeConfig.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from numbers import Integral
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.trace import Trace
+from dllm_viz.whole_numbers import is_whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +119,7 @@ def fork_canvas(original: Trace, fork: Fork, mask_token_id: int) -> np.ndarray:
 def _check_whole(what: str, value: object) -> None:
     """ValueError unless `value` is an integer: a float step or position failed as a numpy IndexError,
     and a float token (5.7) was truncated into the canvas silently."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
+    if not is_whole(value):
         raise ValueError(f"the {what} must be an integer, got {value!r}")
 
 

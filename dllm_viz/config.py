@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Literal
+
+from dllm_viz.whole_numbers import is_whole
 
 MAX_GEN_LENGTH = 4096
 MAX_SEED = 2**64  # torch.Generator's seed range is [0, 2**64)
@@ -51,15 +53,14 @@ class DecodeConfig:
                 or not (math.isfinite(self.temperature) and self.temperature >= 0.0)):
             raise ValueError(f"`temperature` must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
         # A float cap (2.5) passed here and failed later in the engine's range(); True read as 1.
-        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, Integral)
-                                           or self.max_steps < 1):
+        if self.max_steps is not None and (not is_whole(self.max_steps) or self.max_steps < 1):
             raise ValueError(f"`max_steps` must be an integer >= 1 or None, got {self.max_steps!r}")
         # Any truthy value ("no", "false") would switch the flag on silently.
         for flag in ("suppress_eos", "deprioritize_eos"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"`{flag}` must be True or False, got {getattr(self, flag)!r}")
         # torch.Generator.manual_seed takes [0, 2**64); outside it torch's own message names no flag.
-        if isinstance(self.seed, bool) or not isinstance(self.seed, Integral) or not 0 <= self.seed < MAX_SEED:
+        if not is_whole(self.seed) or not 0 <= self.seed < MAX_SEED:
             raise ValueError(f"`seed` must be an integer in [0, 2**64), got {self.seed!r}; pass e.g. --seed 0")
         if self.softmax_dtype not in ("float64", "float32"):
             raise ValueError(

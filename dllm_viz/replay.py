@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from dllm_viz.policies import Pipeline, StepView
 from dllm_viz.policies.base import CommitRule, is_any_of
 from dllm_viz.step_schema import StepRecord
 from dllm_viz.trace import Trace, TraceBuilder
+from dllm_viz.whole_numbers import is_whole
 
 
 def _view(dense: Trace, s: int, k: int, canvas: np.ndarray, in_block: int, stop_ids: np.ndarray,
@@ -70,7 +70,7 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
             an integer >= 0, or a rule that cannot run over the recorded blocks (Pipeline.validate).
     """
     # numpy's own refusal ("expected non-negative integer") names neither the argument nor the fix.
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+    if not is_whole(seed) or seed < 0:
         raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
     if not replayable(type(pipeline.rule)):
         raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "

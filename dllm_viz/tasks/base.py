@@ -10,8 +10,9 @@ import hashlib
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Literal, Protocol
+
+from dllm_viz.whole_numbers import is_whole
 
 Split = Literal["train", "heldout"]
 
@@ -104,7 +105,7 @@ def check_whole_numbers(**knobs: object) -> None:
         ValueError: `` `min_ops` must be a whole number, got 2.5 ``.
     """
     for name, value in knobs.items():
-        if isinstance(value, bool) or not isinstance(value, Integral):  # numpy ints are whole numbers too
+        if not is_whole(value):
             raise ValueError(f"`{name}` must be a whole number, got {value!r}")
 
 
@@ -124,7 +125,7 @@ def check_ordered(low_name: str, low: int, high_name: str, high: int, *, floor: 
 
 def check_count(n: int) -> int:
     """Validate a requested number of problems."""
-    if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
+    if not is_whole(n) or n < 0:
         raise ValueError(f"`n` must be a whole number >= 0, got {n!r}")
     return int(n)
 
