@@ -10,7 +10,9 @@ Definitions follow d3LLM (hao-ai-lab/d3LLM, `AUP_leaderboard/aup_utils.py`; docs
   AUP = rho_1 * y_1 + sum_i (rho_i - rho_{i-1}) * (y_i W(y_i) + y_{i-1} W(y_{i-1})) / 2,
   W(y) = min(exp(-alpha (1 - y / y_max)), 1), alpha = 3, y_max the best accuracy of any method
   on the task. d3LLM refuses a curve whose fastest point lost more than 5 points; we drop such
-  points as its filter does for the others and report how many were dropped.
+  points as its filter does for the others and report how many were dropped. Points that share a
+  TPF count as one, at the best of their accuracies (as `frontier_position` does): d3LLM's sort by
+  rho alone is stable, so there the area of tied points depends on the order they were listed in.
 
 Beside them, the paired comparison a difference in accuracy needs before it means anything: on the
 same problems, how many a configuration lost against the baseline (right there, wrong here) and
@@ -50,12 +52,22 @@ class Aup:
     dropped: int
 
 
+def _best_at_each(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(x, best y) for each distinct x, sorted by x: a curve's one value where several points share an x."""
+    best: dict[float, float] = {}
+    for x, y in points:
+        best[x] = max(y, best.get(x, y))
+    return sorted(best.items())
+
+
 def aup(points: Sequence[tuple[float, float]], y_max: float, *, alpha: float = AUP_ALPHA,
         drop: float = AUP_DROP_POINTS) -> Aup:
     """d3LLM's area under the accuracy-parallelism curve.
 
     Args:
-        points: (TPF, accuracy in percent) pairs of one method, any order.
+        points: (TPF, accuracy in percent) pairs of one method, any order; pairs that share a TPF
+            count as one at the best of their accuracies (a curve has one value per TPF; the area
+            does not depend on the order the pairs come in).
         y_max: the best accuracy (percent) of any method on the task, for the weight W.
         alpha: the weight's sharpness (d3LLM: 3).
         drop: points more than this many accuracy points below the slowest point's are left out.
@@ -76,7 +88,7 @@ def aup(points: Sequence[tuple[float, float]], y_max: float, *, alpha: float = A
     for name, value in (("alpha", alpha), ("drop", drop)):
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"`{name}` must be a finite number >= 0, got {value}")
-    ordered = sorted(points)
+    ordered = _best_at_each(points)
     first = ordered[0][1]
     kept = [(r, y) for r, y in ordered if y >= first - drop]
 
@@ -110,10 +122,7 @@ def frontier_position(nfe: float, accuracy: float, frontier: Sequence[tuple[floa
                          "frontier: both must be finite numbers")
     if not all(math.isfinite(n) and math.isfinite(a) for n, a in frontier):
         raise ValueError(f"frontier points (NFE, accuracy) must be finite, got {list(frontier)}")
-    best: dict[float, float] = {}
-    for n, a in frontier:
-        best[n] = max(a, best.get(n, a))
-    ordered = sorted(best.items())
+    ordered = _best_at_each(frontier)
     if not ordered or not ordered[0][0] <= nfe <= ordered[-1][0]:
         return "outside"
     for (n0, a0), (n1, a1) in pairwise(ordered):

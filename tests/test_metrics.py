@@ -22,6 +22,20 @@ def test_aup_reproduces_d3llms_worked_example() -> None:
     assert aup([(1.0, 74.10)], 74.98).value == pytest.approx(74.10)
 
 
+def test_aup_counts_points_that_share_a_tpf_once_at_their_best_accuracy() -> None:
+    """d3LLM sorts by TPF alone (a stable sort), so tied points scored by the order they were listed
+    in: (1, 80) before (1, 90) gave 80 + the trapezoid from (1, 90), the reverse 90 + the one from
+    (1, 80). A curve has one value per TPF: the best, in any order, as the frontier verdict counts it."""
+    w = math.exp(-3 * (1 - 88 / 90))
+    expected = 90.0 + 0.5 * 1.0 * (88.0 * w + 90.0)
+    for points in ([(1.0, 80.0), (1.0, 90.0), (2.0, 88.0)], [(2.0, 88.0), (1.0, 90.0), (1.0, 80.0)]):
+        result = aup(points, 90.0)
+        assert result.value == pytest.approx(expected) and result.dropped == 0
+    # The bench's two-point curve: a configuration at dense's TPF adds no parallelism, so no area.
+    assert aup([(0.5, 95.0), (0.5, 90.0)], 95.0).value == aup([(0.5, 95.0)], 95.0).value
+    assert aup([(0.5, 90.0), (0.5, 95.0)], 95.0).value == pytest.approx(0.5 * 95.0)
+
+
 def test_aup_drops_points_over_five_below_the_slowest_and_weights_lost_accuracy() -> None:
     result = aup([(1.0, 90.0), (4.0, 80.0), (2.0, 89.0)], 90.0)
     assert result.dropped == 1
