@@ -73,6 +73,7 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
             + ("gen_length or block_length" if padding else "gen_length")
         )
     pipeline.validate(config.gen_length)
+    pipeline.validate_model(adapter.info)
 
 
 def check_geometry(adapter: ModelAdapter, pipeline: Pipeline) -> None:
@@ -260,8 +261,8 @@ def iter_decode(
 
     Raises:
         ValueError: empty prompt, prompt too long for the model, prompt or initial_tokens ids
-            that are not integers in the vocabulary, or a pipeline that cannot tile gen_length
-            (the message names the value and the fix).
+            that are not integers in the vocabulary, a pipeline that cannot tile gen_length, or a
+            learned controller trained for another model (the message names the value and the fix).
     """
     config = config or DecodeConfig()
     pipeline = (pipeline or Pipeline()).resolve(adapter.info.family, adapter.info.delimiters)

@@ -67,7 +67,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
 
     Raises:
         ValueError: the rule samples its own candidates (block refinement), a seed that is not
-            an integer >= 0, or a rule that cannot run over the recorded blocks (Pipeline.validate).
+            an integer >= 0, a rule that cannot run over the recorded blocks (Pipeline.validate), or a
+            learned controller trained for another model than the recorded one.
     """
     # numpy's own refusal ("expected non-negative integer") names neither the argument nor the fix.
     if not is_whole(seed) or seed < 0:
@@ -78,6 +79,7 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
                          "(the Verify button, or the Decode page)")
     if dense.meta.model is not None:  # the family's calibrated points, as a decode with the model gets
         pipeline = pipeline.resolve(dense.meta.model.family, dense.meta.model.delimiters)
+        pipeline.validate_model(dense.meta.model)  # a learned controller must be the recorded model's
     recorded_block = (dense.meta.pipeline or {}).get("block")
     if isinstance(recorded_block, Mapping) and "name" in recorded_block:
         # The replay runs over the recorded windows, so the rule must fit them as a decode's must fit

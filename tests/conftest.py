@@ -43,29 +43,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def controller_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Small TSPD and Learn2PD controllers trained on toy-denoiser trajectories (for every-policy tests)."""
+    """Small TSPD and Learn2PD controllers trained for the toy denoiser (for every-policy tests)."""
+    from controller_factory import train_test_controllers
     from toy import ToyAdapter
 
-    from dllm_viz.config import DecodeConfig
-    from dllm_viz.engine import decode
-    from dllm_viz.policies import Pipeline
-    from dllm_viz.train.controller import ControllerConfig, filter_examples, save_controller, train, tspd_sequences
-
-    adapter = ToyAdapter()
-    dense = Pipeline.from_names("fixed_steps", block_length=8)
-    traces = [decode(adapter, [3 + i, 4], dense, DecodeConfig(gen_length=32)) for i in range(6)]
-    out = tmp_path_factory.mktemp("controllers")
-    files = {}
-    datasets = (("tspd", tspd_sequences(traces, 24, 0.7), 0.5), ("learn2pd", filter_examples(traces), 0.96))
-    for kind, data, threshold in datasets:
-        config = ControllerConfig(kind=kind, epochs=2, hidden=16, layers=2)  # type: ignore[arg-type]
-        model, _, _ = train(*data, config, gate_threshold=threshold)
-        card = {"kind": kind, "layers": 2, "hidden": 16, "vocab_size": 24}
-        files[kind] = str(save_controller(model, out / f"{kind}.safetensors", card))
-    return files
+    return train_test_controllers(ToyAdapter(), tmp_path_factory.mktemp("controllers"))
 
 
 @pytest.fixture
 def controller_options(controller_files: dict[str, str]) -> dict[str, str]:
-    """Pipeline options that point the learned policies at the test controllers."""
-    return {"controller_weights": controller_files["tspd"], "filter_weights": controller_files["learn2pd"]}
+    """Pipeline options that point the learned policies at the toy denoiser's test controllers."""
+    from controller_factory import controller_options
+
+    return controller_options(controller_files)
+
+
+@pytest.fixture(scope="session")
+def tiny_controller_files(tiny_adapter: ModelAdapter, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Small TSPD and Learn2PD controllers trained for the random tiny-format model."""
+    from controller_factory import train_test_controllers
+
+    return train_test_controllers(tiny_adapter, tmp_path_factory.mktemp("tiny_controllers"))
+
+
+@pytest.fixture
+def tiny_controller_options(tiny_controller_files: dict[str, str]) -> dict[str, str]:
+    """Pipeline options that point the learned policies at the random tiny model's test controllers."""
+    from controller_factory import controller_options
+
+    return controller_options(tiny_controller_files)

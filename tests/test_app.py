@@ -238,6 +238,13 @@ def test_missing_controller_weights_show_an_error(dirs: dict[str, Path]) -> None
     assert any("controller weights" in e and "not found" in e for e in errors(at)), errors(at)
 
 
+def test_the_bundled_controller_on_another_model_shows_how_to_train_one(dirs: dict[str, Path]) -> None:
+    """The bundled controllers fit the bundled model; this random checkpoint has another vocabulary."""
+    at = click(open_app(query={**FAST, "rule": "tspd"}), "run")
+    assert any("was trained for 'tiny'" in e and "Train page" in e for e in errors(at)), errors(at)
+    assert "trace" not in at.session_state
+
+
 def test_bad_model_path_shows_an_error_and_the_page_survives(dirs: dict[str, Path]) -> None:
     at = open_app()
     at.sidebar.text_input(key="model").set_value("/no/such/model").run()
@@ -270,7 +277,7 @@ def test_every_rule_gets_a_form_from_its_fields(dirs: dict[str, Path]) -> None:
     assert at.slider(key="delimiter_threshold").value == tau  # a slider, not an empty "default" box
 
 
-def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller_options: dict[str, str]) -> None:
+def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], tiny_controller_options: dict[str, str]) -> None:
     at = click(open_app(query={**FAST, "rule": "cora", "block": "adablock", "ce": "true"}), "run")
     assert {"volatility bands", "Kalman bands", "persistence runs"} <= set(panel(at)["trace"]["views"])
     for option in ("volatility bands", "Kalman bands", "persistence runs"):
@@ -298,9 +305,9 @@ def test_policy_views_follow_the_chosen_policy(dirs: dict[str, Path], controller
     at = open_app(query={**FAST, "rule": "tspd"})
     dirs["controllers"].mkdir(parents=True, exist_ok=True)  # the app reads weights only from its folder
     for suffix in (".safetensors", ".json"):
-        source = Path(controller_options["controller_weights"]).with_suffix(suffix)
+        source = Path(tiny_controller_options["controller_weights"]).with_suffix(suffix)
         (dirs["controllers"] / source.name).write_bytes(source.read_bytes())
-    at.text_input(key="controller_weights").set_value(Path(controller_options["controller_weights"]).name).run()
+    at.text_input(key="controller_weights").set_value(Path(tiny_controller_options["controller_weights"]).name).run()
     click(at, "run")
     assert "TSPD gate" in panel(at)["trace"]["views"]
     assert "tspd_gate" in at.session_state["trace"].extras

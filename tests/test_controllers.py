@@ -113,9 +113,9 @@ class _AllRowsTspd(TspdPolicy):
         return Decision.of(commit, "tspd", {TSPD_GATE: gates}), replace(state, features=features, h=h, c=c)
 
 
-def test_tspd_on_window_rows_only_equals_the_lstm_over_every_row() -> None:
-    runs = [decode(ToyAdapter(), [4, 5], Pipeline(policy(), FixedBlocks(8)), DecodeConfig(gen_length=32))
-            for policy in (TspdPolicy, _AllRowsTspd)]  # shipped weights
+def test_tspd_on_window_rows_only_equals_the_lstm_over_every_row(controller_files: dict[str, str]) -> None:
+    runs = [decode(ToyAdapter(), [4, 5], Pipeline(policy(controller_weights=controller_files["tspd"]), FixedBlocks(8)),
+                   DecodeConfig(gen_length=32)) for policy in (TspdPolicy, _AllRowsTspd)]
     assert runs[0].tokens.shape[0] > 4  # several passes over several windows
     np.testing.assert_array_equal(runs[0].tokens, runs[1].tokens)
     np.testing.assert_allclose(runs[0].extras[TSPD_GATE], runs[1].extras[TSPD_GATE], rtol=1e-5, atol=1e-6)
@@ -126,11 +126,13 @@ def test_tspd_on_window_rows_only_equals_the_lstm_over_every_row() -> None:
     assert np.isnan(gate[outside]).all()
 
 
-def test_training_sequences_reproduce_the_gates_tspd_computed_while_decoding() -> None:
+def test_training_sequences_reproduce_the_gates_tspd_computed_while_decoding(controller_files: dict[str, str]) -> None:
     """Training and decoding see the same inputs: running the LSTM over `tspd_sequences` of a TSPD
     decode gives back, cell by cell, the gate the policy recorded (train/serve consistency)."""
-    trace = decode(ToyAdapter(), [4, 5], Pipeline.from_names("tspd", block_length=8), DecodeConfig(gen_length=32))
-    weights = load_controller(str(resolve_path(BUNDLED, "tspd")), "tspd")
+    trace = decode(ToyAdapter(), [4, 5], Pipeline.from_names("tspd", block_length=8,
+                                                             controller_weights=controller_files["tspd"]),
+                   DecodeConfig(gen_length=32))
+    weights = load_controller(controller_files["tspd"], "tspd")
     x, _, mask = tspd_sequences([trace], int(weights.card["vocab_size"]), 0.7)
     layers, hidden = int(weights.card["layers"]), int(weights.card["hidden"])
     h = np.zeros((layers, x.shape[0], hidden), np.float32)
@@ -364,3 +366,59 @@ def test_a_card_without_kind_names_the_fix(tmp_path: Path) -> None:
     path.with_suffix(".json").write_text(json.dumps(card))
     with pytest.raises(ValueError, match=r"holds a None controller .*not 'learn2pd'; pass a learn2pd controller"):
         load_controller(str(path), "learn2pd")
+
+
+class TestControllerForAnotherModel:
+    """A controller is fitted to one model: its card's vocabulary must be the decoding model's.
+
+    The bundled controllers were trained on the bundled tiny model (vocabulary 920); on another
+    model they used to decode without complaint, steering it by the tiny model's dynamics (and TSPD
+    scaling its entropy feature by the wrong vocabulary).
+    """
+
+    @pytest.mark.parametrize(("rule", "kind"), [("tspd", "tspd"), ("learn2pd", "learn2pd")])
+    def test_the_bundled_controller_is_refused_on_another_model(self, tiny_adapter, rule: str, kind: str) -> None:
+        assert tiny_adapter.info.vocab_size != 920
+        with pytest.raises(ValueError, match=rf"{kind} controller 'bundled' was trained for 'tiny' \(vocabulary "
+                           rf"920\), not for this tiny model .*vocabulary {tiny_adapter.info.vocab_size}\).*"
+                           rf"train-controller --kind {kind}"):
+            decode(tiny_adapter, tiny_adapter.encode_prompt("hi"), Pipeline.from_names(rule),
+                   DecodeConfig(gen_length=32))
+
+    def test_a_controller_trained_for_the_model_runs(self, tiny_adapter, tiny_controller_options) -> None:
+        for rule in ("tspd", "learn2pd"):
+            pipeline = Pipeline.from_names(rule, block_length=8, **tiny_controller_options)
+            assert decode(tiny_adapter, tiny_adapter.encode_prompt("hi"), pipeline,
+                          DecodeConfig(gen_length=32)).is_complete
+
+    def test_the_message_names_files_not_folders(self, tiny_adapter, controller_options) -> None:
+        with pytest.raises(ValueError) as caught:
+            decode(tiny_adapter, tiny_adapter.encode_prompt("hi"), Pipeline.from_names("tspd", **controller_options),
+                   DecodeConfig(gen_length=32))
+        message = str(caught.value)
+        assert "'tspd.safetensors' was trained for 'toy'" in message and "/" not in message.split("`")[0]
+
+    def test_a_card_without_a_vocabulary_is_not_checked(self, tiny_adapter, controller_files, tmp_path: Path) -> None:
+        weights = Path(controller_files["learn2pd"])
+        card = json.loads(weights.with_suffix(".json").read_text())
+        del card["vocab_size"]  # Learn2PD's forward pass reads no vocabulary: older cards may lack it
+        (tmp_path / weights.name).write_bytes(weights.read_bytes())
+        (tmp_path / weights.with_suffix(".json").name).write_text(json.dumps(card))
+        pipeline = Pipeline.from_names("learn2pd", block_length=8, filter_weights=str(tmp_path / weights.name))
+        assert decode(tiny_adapter, tiny_adapter.encode_prompt("hi"), pipeline, DecodeConfig(gen_length=32)).nfe > 0
+
+    def test_replay_refuses_a_controller_for_another_model_than_the_recorded_one(
+            self, tiny_adapter, controller_options, tiny_controller_options) -> None:
+        from dllm_viz.replay import replay
+
+        dense = decode(tiny_adapter, tiny_adapter.encode_prompt("hi"),
+                       Pipeline.from_names("fixed_steps", block_length=8), DecodeConfig(gen_length=32))
+        with pytest.raises(ValueError, match="was trained for 'toy'"):
+            replay(dense, Pipeline.from_names("tspd", block_length=8, **controller_options))
+        assert replay(dense, Pipeline.from_names("tspd", block_length=8, **tiny_controller_options)).nfe > 0
+
+    def test_the_cli_prints_the_refusal(self, tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        status = main(["decode", "--model", str(tiny_dir), "--prompt", "hi", "--device", "cpu", "--gen-length", "32",
+                       "--rule", "tspd"])
+        err = capsys.readouterr().err
+        assert status != 0 and "was trained for 'tiny' (vocabulary 920)" in err and "Traceback" not in err

@@ -153,20 +153,25 @@ def test_policy_bench_on_cuda(tmp_path: Path) -> None:
 
     small = build_llada(tmp_path / "tok")
     adapter = load(str(build_random_llada(tmp_path / "llada1b", small, LLADA_1B)), device="cuda")
-    bench_every_policy(adapter, gen_length=256)
+    bench_every_policy(adapter, gen_length=256, controllers=tmp_path / "controllers")
 
 
-def bench_every_policy(adapter: ModelAdapter, gen_length: int) -> None:
+def bench_every_policy(adapter: ModelAdapter, gen_length: int, controllers: Path) -> None:
     """`GPU_BENCH_CONFIGS` with and without dual cache on two arithmetic problems, printed; asserts
-    that every decode completes and that dense agrees with itself."""
+    that every decode completes and that dense agrees with itself. TSPD runs a controller trained
+    for this model into `controllers` first (a controller trained for another model is refused)."""
     import pandas as pd
+    from controller_factory import train_test_controllers
 
     from dllm_viz.bench import parse_config, run_bench, summarize_bench
     from dllm_viz.evaluation import task_problems
 
     problems = task_problems("arith", 2)
+    controllers.mkdir(parents=True, exist_ok=True)
+    prompts = [adapter.encode_prompt(text, chat=False) for text in ("Tom has 3 apples.", "Ann has 2 pens.")]
+    weights = train_test_controllers(adapter, controllers, prompts)["tspd"]
     names = [*GPU_BENCH_CONFIGS, *(f"{name}+dual" for name in GPU_BENCH_CONFIGS)]
-    configs = {name: parse_config(name, {"block_length": 32}) for name in names}
+    configs = {name: parse_config(name, {"block_length": 32, "controller_weights": weights}) for name in names}
     config = DecodeConfig(gen_length=gen_length)
     run_bench(adapter, problems[:1], {"dense": configs["dense"]}, config)  # warm-up (CUDA's start)
     rows = run_bench(adapter, problems, configs, config)

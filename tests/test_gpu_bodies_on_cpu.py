@@ -8,6 +8,8 @@ size a CPU decodes in seconds; what they cannot check is CUDA itself.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from checkpoints import build_llada
 from test_gpu import LLADA_CACHES, bench_every_policy, build_random_llada, time_cache_modes
@@ -31,5 +33,5 @@ def test_every_llada_cache_mode_is_timed(tiny_llada: ModelAdapter, capsys: pytes
     assert [f"cache={mode} " in printed for mode in LLADA_CACHES] == [True] * len(LLADA_CACHES)
 
 
-def test_every_policy_is_benched(tiny_llada: ModelAdapter) -> None:
-    bench_every_policy(tiny_llada, gen_length=64)
+def test_every_policy_is_benched(tiny_llada: ModelAdapter, tmp_path: Path) -> None:
+    bench_every_policy(tiny_llada, gen_length=64, controllers=tmp_path / "controllers")

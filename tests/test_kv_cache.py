@@ -129,8 +129,8 @@ def test_dream_shift_survives_windowed_passes(dream_adapter) -> None:
 @pytest.mark.parametrize("mode", ["none", *MODES])
 @pytest.mark.parametrize("rule", sorted(set(RULES) - {"block_refinement"}))  # its own tests: test_block_engine.py
 def test_every_rule_runs_with_every_cache_mode(tiny_adapter, rule: str, mode: str,
-                                              controller_options: dict[str, str]) -> None:
-    pipeline = Pipeline.from_names(rule, "fixed", cache=mode, block_length=8, threshold=0.05, **controller_options)
+                                              tiny_controller_options: dict[str, str]) -> None:
+    pipeline = Pipeline.from_names(rule, "fixed", cache=mode, block_length=8, threshold=0.05, **tiny_controller_options)
     trace = decode(tiny_adapter, tiny_adapter.encode_prompt("Tom has 3 apples."), pipeline,
                    DecodeConfig(gen_length=32))
     assert trace.is_complete

@@ -27,9 +27,9 @@ COMPOSITIONS = [(rule, "fixed", None, None) for rule in sorted(RULES)] + [
 @pytest.mark.parametrize(("rule", "block", "extrapolate", "stop"), COMPOSITIONS)
 def test_composition_decodes_and_round_trips(tiny_adapter, tmp_path: Path, rule: str, block: str,
                                              extrapolate: str | None, stop: str | None,
-                                             controller_options: dict[str, str]) -> None:
+                                             tiny_controller_options: dict[str, str]) -> None:
     pipeline = Pipeline.from_names(rule, block, extrapolate, stop, block_length=8, init_block_length=8,
-                                   threshold=0.05, eos_confidence=0.01, **controller_options)
+                                   threshold=0.05, eos_confidence=0.01, **tiny_controller_options)
     trace = decode(tiny_adapter, tiny_adapter.encode_prompt("Tom has 3 apples."), pipeline,
                    DecodeConfig(gen_length=32))
     assert trace.num_steps >= 1 and trace.committed.sum() <= 32

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dllm_viz.model_facts import AdapterInfo
 
 # Why a position was committed (docs/ALGORITHMS.md §0.4), or "edit": a committed token replaced
 # (block refinement). Stored as int8 codes in traces; the names travel with every saved trace so
@@ -191,6 +194,12 @@ class CommitRule(Protocol):
         """Raise ValueError when the rule cannot run over these windows (None = variable windows).
 
         Default: any windows work. LLaDA-schedule rules need the steps to split over equal blocks.
+        """
+
+    def validate_model(self, info: AdapterInfo) -> None:
+        """Raise ValueError when the rule cannot run on this model (checked before any pass).
+
+        Default: any model. Learned rules refuse a controller trained for another model.
         """
 
     def init_state(self, gen_length: int) -> Any:

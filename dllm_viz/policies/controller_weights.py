@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from dllm_viz.model_facts import AdapterInfo
+
 CONTROLLER_DIR = Path(__file__).resolve().parent.parent / "assets" / "controllers"
 BUNDLED = "bundled"
 
@@ -59,6 +61,32 @@ class ControllerWeights:
             layers.append((np.ascontiguousarray((w[order] * scale[:, None]).T, dtype=np.float32),
                            (b[order] * scale).astype(np.float32)))
         return layers
+
+
+def load_named(weights: str, kind: str) -> ControllerWeights:
+    """The controller a rule's weights knob names (`bundled` or a path), read and checked."""
+    return load_controller(str(resolve_path(weights, kind)), kind)
+
+
+def check_trained_for(weights: ControllerWeights, info: AdapterInfo, named: str) -> None:
+    """Raise ValueError when the controller was trained for another model than `info`'s.
+
+    A controller is fitted to one model's confidence dynamics (TSPD also scales its entropy feature
+    by the vocabulary its card records), so on another model it decodes without error and without
+    meaning: the bundled one, trained on the tiny model, would quietly steer LLaDA. The card's
+    `vocab_size` is the identity checked: a different vocabulary is certainly another model (two
+    checkpoints of one vocabulary are not told apart). A card without it is not checked.
+    """
+    trained = weights.card.get("vocab_size")
+    if trained is None or trained == info.vocab_size:
+        return
+    model = Path(str(weights.card.get("model", "another model"))).name  # names only: messages reach browsers
+    this = Path(info.name_or_path).name or info.family
+    raise ValueError(
+        f"{weights.kind} controller {Path(named).name!r} was trained for {model!r} (vocabulary {trained}), not "
+        f"for this {info.family} model {this!r} (vocabulary {info.vocab_size}); train one for it with "
+        f"`python -m dllm_viz train-controller --kind {weights.kind} --model <this model>` (or on the app's "
+        "Train page) and pass the weights it writes")
 
 
 def resolve_path(weights: str, kind: str) -> Path:

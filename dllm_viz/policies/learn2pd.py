@@ -17,14 +17,15 @@ from typing import ClassVar
 
 import numpy as np
 
+from dllm_viz.model_facts import AdapterInfo
 from dllm_viz.policies.base import NO_REASON, CommitRule, Decision, StepView, reason_code, top_k_mask
 from dllm_viz.policies.controller_features import FILTER_WIDTH, filter_input
 from dllm_viz.policies.controller_weights import (
     BUNDLED,
     ControllerWeights,
-    load_controller,
+    check_trained_for,
+    load_named,
     mlp_forward,
-    resolve_path,
     sigmoid,
 )
 from dllm_viz.policies.extras import FILTER_PROB
@@ -47,9 +48,12 @@ class Learn2PdPolicy(EvenBlockSteps, CommitRule):
     def __post_init__(self) -> None:
         check_knobs(self)
 
+    def validate_model(self, info: AdapterInfo) -> None:
+        check_trained_for(load_named(self.filter_weights, "learn2pd"), info, self.filter_weights)
+
     def init_state(self, gen_length: int) -> ControllerWeights:
         """The filter's weights, read once per decode (an error names a missing file before any pass)."""
-        return load_controller(str(resolve_path(self.filter_weights, "learn2pd")), "learn2pd")
+        return load_named(self.filter_weights, "learn2pd")
 
     def step(self, view: StepView, state: ControllerWeights) -> tuple[Decision, ControllerWeights]:
         weights = state

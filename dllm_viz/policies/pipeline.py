@@ -13,6 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from dllm_viz.cache_modes import CacheMode, check_cache_mode
+from dllm_viz.model_facts import AdapterInfo
 from dllm_viz.policies.base import (
     BlockSizer,
     CommitRule,
@@ -64,6 +65,10 @@ class Pipeline:
         """Raise ValueError if this pipeline cannot decode `gen_length` positions."""
         self.block.validate(gen_length)
         self.rule.validate_blocks(gen_length, self.block.block_length)
+
+    def validate_model(self, info: AdapterInfo) -> None:
+        """Raise ValueError if this pipeline's rule cannot run on the model `info` describes."""
+        self.rule.validate_model(info)
 
     def resolve(self, family: str, delimiters: tuple[str, ...]) -> Pipeline:
         """Fill model-family defaults left unset: the family-calibrated knobs (`calibrated`) and

@@ -20,14 +20,15 @@ from typing import ClassVar
 
 import numpy as np
 
+from dllm_viz.model_facts import AdapterInfo
 from dllm_viz.policies.base import CommitRule, Decision, StepView
 from dllm_viz.policies.controller_features import FeatureState, initial_feature_state, tspd_features
 from dllm_viz.policies.controller_weights import (
     BUNDLED,
     ControllerWeights,
-    load_controller,
+    check_trained_for,
+    load_named,
     lstm_step,
-    resolve_path,
     sigmoid,
 )
 from dllm_viz.policies.extras import TSPD_GATE
@@ -64,8 +65,11 @@ class TspdPolicy(CommitRule):
     def __post_init__(self) -> None:
         check_knobs(self)
 
+    def validate_model(self, info: AdapterInfo) -> None:
+        check_trained_for(load_named(self.controller_weights, "tspd"), info, self.controller_weights)
+
     def init_state(self, gen_length: int) -> TspdState:
-        weights = load_controller(str(resolve_path(self.controller_weights, "tspd")), "tspd")
+        weights = load_named(self.controller_weights, "tspd")
         empty = np.zeros((int(weights.card["layers"]), 0, int(weights.card["hidden"])), dtype=np.float32)
         return TspdState(weights=weights, features=initial_feature_state(gen_length), window=(0, 0),
                          rows=np.zeros(0, np.int64), h=empty, c=empty)
