@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import torch
 
+from dllm_viz.models import config_values as values
 from dllm_viz.models import llada2
 from dllm_viz.models.base import ModelLoadError
 from dllm_viz.models.weights import load_renamed
@@ -66,8 +67,10 @@ def _block_length(raw: dict[str, Any], default: int | None) -> tuple[int, str]:
 
 
 def _mask_id(raw: dict[str, Any]) -> int | None:
+    """The stated mask id when it is an integer; anything else is left for `_info` to refuse by name
+    (a JSON `true` is a Python int: read as id 1 it would mask with an ordinary token)."""
     value = raw.get("mask_token_id")
-    return int(value) if isinstance(value, int) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def detect(raw: dict[str, Any]) -> BlockDiffusionSpec | None:
@@ -93,11 +96,11 @@ def detect(raw: dict[str, Any]) -> BlockDiffusionSpec | None:
     return None
 
 
-def _rope(raw: dict[str, Any], default_theta: float) -> dict[str, Any]:
+def _rope(raw: dict[str, Any], default_theta: float, family: str) -> dict[str, Any]:
     if raw.get("rope_scaling"):
         raise ModelLoadError(f"rope_scaling {raw['rope_scaling']!r} is not supported for block-diffusion "
                              "checkpoints yet; use a checkpoint without it")
-    return {"rope_type": "default", "rope_theta": float(raw.get("rope_theta", default_theta))}
+    return {"rope_type": "default", "rope_theta": values.positive_float(raw, "rope_theta", family, default_theta)}
 
 
 def base_config(raw: dict[str, Any], spec: BlockDiffusionSpec) -> Any:
@@ -113,32 +116,36 @@ def base_config(raw: dict[str, Any], spec: BlockDiffusionSpec) -> Any:
         return llada2.glm4_moe_config(raw)
     if raw.get("use_sliding_window"):
         raise ModelLoadError("sliding-window attention is not supported for block-diffusion checkpoints")
-    heads = int(raw["num_attention_heads"])
+    family = spec.family
+    hidden = values.positive_int(raw, "hidden_size", family)
+    # Qwen2 has no head_dim field (it is hidden / heads); Llama and Qwen3 take a stated one.
+    heads, kv_heads, head_dim = values.heads(raw, hidden, family,
+                                             head_dim_key=None if spec.base == "qwen2" else "head_dim")
     common = dict(
-        vocab_size=int(raw["vocab_size"]), hidden_size=int(raw["hidden_size"]),
-        intermediate_size=int(raw["intermediate_size"]), num_hidden_layers=int(raw["num_hidden_layers"]),
-        num_attention_heads=heads, num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
-        max_position_embeddings=int(raw.get("max_position_embeddings", 32768)),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        vocab_size=values.positive_int(raw, "vocab_size", family), hidden_size=hidden,
+        intermediate_size=values.positive_int(raw, "intermediate_size", family),
+        num_hidden_layers=values.positive_int(raw, "num_hidden_layers", family),
+        num_attention_heads=heads, num_key_value_heads=kv_heads,
+        max_position_embeddings=values.positive_int(raw, "max_position_embeddings", family, 32768),
+        rms_norm_eps=values.positive_float(raw, "rms_norm_eps", family, 1e-6),
+        tie_word_embeddings=values.flag(raw, "tie_word_embeddings", family),
         pad_token_id=raw.get("pad_token_id"), bos_token_id=raw.get("bos_token_id"),
         eos_token_id=raw.get("eos_token_id"),
     )
     if spec.base == "qwen3":
         from transformers import Qwen3Config
 
-        return Qwen3Config(**common, head_dim=int(raw.get("head_dim") or common["hidden_size"] // heads),
-                           attention_bias=bool(raw.get("attention_bias", False)), use_sliding_window=False,
-                           rope_parameters=_rope(raw, 1e6))
+        return Qwen3Config(**common, head_dim=head_dim, use_sliding_window=False,
+                           attention_bias=values.flag(raw, "attention_bias", family),
+                           rope_parameters=_rope(raw, 1e6, family))
     if spec.base == "qwen2":
         from transformers import Qwen2Config
 
-        return Qwen2Config(**common, use_sliding_window=False, rope_parameters=_rope(raw, 1e6))
+        return Qwen2Config(**common, use_sliding_window=False, rope_parameters=_rope(raw, 1e6, family))
     from transformers import LlamaConfig
 
-    return LlamaConfig(**common, head_dim=int(raw.get("head_dim") or common["hidden_size"] // heads),
-                       attention_bias=bool(raw.get("attention_bias", False)), mlp_bias=bool(raw.get("mlp_bias", False)),
-                       rope_parameters=_rope(raw, 10000.0))
+    return LlamaConfig(**common, head_dim=head_dim, attention_bias=values.flag(raw, "attention_bias", family),
+                       mlp_bias=values.flag(raw, "mlp_bias", family), rope_parameters=_rope(raw, 10000.0, family))
 
 
 def model_class(spec: BlockDiffusionSpec) -> type:
@@ -158,13 +165,17 @@ def _same_key(key: str) -> str:
 
 
 def load_model(directory: Path, raw: dict[str, Any], spec: BlockDiffusionSpec, *, device: torch.device,
-               dtype: torch.dtype) -> Any:
+               dtype: torch.dtype, config: Any = None) -> Any:
     """The checkpoint on its maintained class (eval mode); attention is whatever mask the caller passes.
+
+    `config` is `base_config(raw, spec)` when the caller has built it already (load() does, to check
+    config.json before the tokenizer loads).
 
     Raises:
         ModelLoadError: no maintained class, unsupported options, or weights that do not fit.
     """
-    config = base_config(raw, spec)
+    if config is None:
+        config = values.build(lambda: base_config(raw, spec), spec.family)
     convert = (lambda state: llada2.to_glm4_moe(state, config)) if spec.family == "llada2" else None
     model = load_renamed(model_class(spec), config, directory, _same_key, device=device, dtype=dtype, convert=convert)
     if spec.base == "glm4_moe" and dtype == torch.float64:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only load() needs them
     from transformers import LlamaConfig
 
+from dllm_viz.models import config_values as values
 from dllm_viz.models.base import ModelLoadError
 
 _BLOCK_NAMES = {
@@ -54,7 +55,10 @@ def llama_config(raw: dict[str, Any]) -> LlamaConfig:
     for key, bad in _UNSUPPORTED.items():
         if raw.get(key) == bad:
             raise ModelLoadError(f"LLaDA option {key}={bad!r} is not supported by the Llama mapping")
-    d_model, n_heads = _size(raw, "d_model"), _size(raw, "n_heads")
+    d_model = _size(raw, "d_model")
+    n_heads, n_kv_heads, _ = values.heads(raw, d_model, "LLaDA", heads_key="n_heads", kv_key="n_kv_heads",
+                                          head_dim_key=None)
+    values.no_rope_scaling(raw, "LLaDA")
     mlp = _size(raw, "mlp_hidden_size") if raw.get("mlp_hidden_size") else _size(raw, "mlp_ratio", 4) * d_model
     return LlamaConfig(
         vocab_size=_size(raw, "embedding_size") if raw.get("embedding_size") else _size(raw, "vocab_size"),
@@ -62,11 +66,11 @@ def llama_config(raw: dict[str, Any]) -> LlamaConfig:
         intermediate_size=mlp,
         num_hidden_layers=_size(raw, "n_layers"),
         num_attention_heads=n_heads,
-        num_key_value_heads=_size(raw, "n_kv_heads") if raw.get("n_kv_heads") else n_heads,
+        num_key_value_heads=n_kv_heads,
         max_position_embeddings=_size(raw, "max_sequence_length", 4096),
         rms_norm_eps=_number(raw, "rms_norm_eps", 1e-5),
         rope_parameters={"rope_type": "default", "rope_theta": _number(raw, "rope_theta", 10000.0)},
-        tie_word_embeddings=bool(raw.get("weight_tying", False)),
+        tie_word_embeddings=values.flag(raw, "weight_tying", "LLaDA"),
         attention_bias=False,
         mlp_bias=False,
         pad_token_id=raw.get("pad_token_id"),
@@ -77,20 +81,13 @@ def llama_config(raw: dict[str, Any]) -> LlamaConfig:
 
 def _size(raw: dict[str, Any], key: str, default: int | None = None) -> int:
     """A positive integer of config.json; a missing or bad one names the key (not a KeyError)."""
-    value = raw.get(key, default)
-    if value is None:
-        raise ModelLoadError(f"the LLaDA config.json has no {key!r}; use the config.json that came with the "
-                             "checkpoint (it must define d_model, n_heads, n_layers and vocab_size)")
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
-        raise ModelLoadError(f"the LLaDA config.json has {key}={value!r}; it must be a positive integer")
-    return int(value)
+    if default is None:
+        return values.positive_int(raw, key, "LLaDA")
+    return values.positive_int(raw, key, "LLaDA", default)
 
 
 def _number(raw: dict[str, Any], key: str, default: float) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ModelLoadError(f"the LLaDA config.json has {key}={value!r}; it must be a positive number")
-    return float(value)
+    return values.positive_float(raw, key, "LLaDA", default)
 
 
 def rename_key(key: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from dllm_viz.models import config_values as values
 from dllm_viz.models.base import ModelLoadError
 
 # LLaDA2 options GLM4-MoE cannot express; a checkpoint using them is refused, naming the key.
@@ -39,22 +40,40 @@ def glm4_moe_config(raw: dict[str, Any]) -> Any:
                                  f"(needs {needed!r})")
     if raw.get("rope_scaling"):
         raise ModelLoadError(f"LLaDA2 rope_scaling {raw['rope_scaling']!r} is not supported yet")
-    heads = int(raw["num_attention_heads"])
+    f = "LLaDA2"
+    hidden = values.positive_int(raw, "hidden_size", f)
+    heads, kv_heads, head_dim = values.heads(raw, hidden, f)
+    layers = values.positive_int(raw, "num_hidden_layers", f)
+    experts = values.positive_int(raw, "num_experts", f)
+    per_token = values.positive_int(raw, "num_experts_per_tok", f)
+    groups = values.positive_int(raw, "n_group", f, 1)
+    top_groups = values.positive_int(raw, "topk_group", f, 1)
+    dense = values.count(raw, "first_k_dense_replace", f)
+    rotary = values.positive_float(raw, "partial_rotary_factor", f, 1.0)
+    # The router picks top-k experts from the best top_groups of n_group equal groups: any other
+    # combination fails at the first forward pass (or routes nothing), far from config.json.
+    problems = [f"num_experts_per_tok={per_token} > num_experts={experts}"] * (per_token > experts)
+    problems += [f"n_group={groups} does not divide num_experts={experts}"] * (experts % groups != 0)
+    problems += [f"topk_group={top_groups} > n_group={groups}"] * (top_groups > groups)
+    problems += [f"first_k_dense_replace={dense} > num_hidden_layers={layers}"] * (dense > layers)
+    problems += [f"partial_rotary_factor={rotary} > 1"] * (rotary > 1)
+    if problems:
+        raise ModelLoadError(f"the LLaDA2 config.json is inconsistent: {'; '.join(problems)}; use the config.json "
+                             "that came with the checkpoint")
     return Glm4MoeConfig(
-        vocab_size=int(raw["vocab_size"]), hidden_size=int(raw["hidden_size"]),
-        intermediate_size=int(raw["intermediate_size"]), num_hidden_layers=int(raw["num_hidden_layers"]),
-        num_attention_heads=heads, num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
-        head_dim=int(raw.get("head_dim") or int(raw["hidden_size"]) // heads),
-        max_position_embeddings=int(raw.get("max_position_embeddings", 32768)),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)), tie_word_embeddings=bool(raw.get("tie_word_embeddings")),
-        rope_parameters={"rope_type": "default", "rope_theta": float(raw.get("rope_theta", 600000)),
-                         "partial_rotary_factor": float(raw.get("partial_rotary_factor", 1.0))},
-        attention_bias=bool(raw.get("use_qkv_bias", False)), use_qk_norm=bool(raw.get("use_qk_norm", False)),
-        moe_intermediate_size=int(raw["moe_intermediate_size"]), n_routed_experts=int(raw["num_experts"]),
-        num_experts_per_tok=int(raw["num_experts_per_tok"]), n_shared_experts=int(raw.get("num_shared_experts") or 0),
-        n_group=int(raw.get("n_group") or 1), topk_group=int(raw.get("topk_group") or 1),
-        first_k_dense_replace=int(raw.get("first_k_dense_replace", 0)),
-        routed_scaling_factor=float(raw.get("routed_scaling_factor", 1.0)), norm_topk_prob=True,
+        vocab_size=values.positive_int(raw, "vocab_size", f), hidden_size=hidden,
+        intermediate_size=values.positive_int(raw, "intermediate_size", f), num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+        max_position_embeddings=values.positive_int(raw, "max_position_embeddings", f, 32768),
+        rms_norm_eps=values.positive_float(raw, "rms_norm_eps", f, 1e-6),
+        tie_word_embeddings=values.flag(raw, "tie_word_embeddings", f),
+        rope_parameters={"rope_type": "default", "rope_theta": values.positive_float(raw, "rope_theta", f, 600000),
+                         "partial_rotary_factor": rotary},
+        attention_bias=values.flag(raw, "use_qkv_bias", f), use_qk_norm=values.flag(raw, "use_qk_norm", f),
+        moe_intermediate_size=values.positive_int(raw, "moe_intermediate_size", f), n_routed_experts=experts,
+        num_experts_per_tok=per_token, n_shared_experts=values.count(raw, "num_shared_experts", f),
+        n_group=groups, topk_group=top_groups, first_k_dense_replace=dense,
+        routed_scaling_factor=values.positive_float(raw, "routed_scaling_factor", f, 1.0), norm_topk_prob=True,
         pad_token_id=raw.get("pad_token_id"), eos_token_id=raw.get("eos_token_id"),
     )
 
@@ -64,6 +83,11 @@ def _split_qkv(key: str, weight: torch.Tensor, config: Any) -> dict[str, torch.T
     q_rows = config.num_attention_heads * config.head_dim
     kv_rows = config.num_key_value_heads * config.head_dim
     prefix, kind = key.split(".attention.query_key_value.")
+    if weight.shape[0] != q_rows + 2 * kv_rows:  # torch's split would say only that the sizes do not sum
+        raise ModelLoadError(
+            f"the LLaDA2 weight {key!r} has {weight.shape[0]} rows, but config.json's num_attention_heads="
+            f"{config.num_attention_heads}, num_key_value_heads={config.num_key_value_heads} and head_dim="
+            f"{config.head_dim} make {q_rows + 2 * kv_rows}; use the config.json that came with these weights")
     q, k, v = weight.split([q_rows, kv_rows, kv_rows], dim=0)
     return {f"{prefix}.self_attn.{name}_proj.{kind}": part for name, part in zip("qkv", (q, k, v), strict=True)}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from dllm_viz.models import block_diffusion, families
+from dllm_viz.models import config_values as values
 from dllm_viz.models.base import AdapterInfo, ModelAdapter, ModelLoadError
 from dllm_viz.models.bidirectional import make_bidirectional
 from dllm_viz.models.families import Family, SpecialTokens
@@ -40,18 +42,34 @@ def resolve_device(device: str) -> torch.device:
         if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
+    if not isinstance(device, str):
+        raise ModelLoadError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps")
     try:
         resolved = torch.device(device)
     except RuntimeError:
         raise ModelLoadError(f"unknown device {device!r}; use auto, cpu, cuda, cuda:N or mps") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use cpu")
+    # torch names more device types than this machine's build can run ('xla', 'meta', ...): a model
+    # on 'meta' loads without a byte of weights and fails at its first pass.
+    if resolved.type not in ("cpu", "cuda", "mps"):
+        raise ModelLoadError(f"device {device!r} is not one dllm_viz runs on; use auto, cpu, cuda, cuda:N or mps")
+    if resolved.type == "cpu" and resolved.index not in (None, 0):
+        raise ModelLoadError(f"device {device!r} names a CPU index, but torch has one CPU device; use cpu")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} requested but CUDA is not available; use cpu")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"device {device!r} requested but this machine has {torch.cuda.device_count()} "
+                                 f"CUDA device(s); use cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ModelLoadError(f"device {device!r} requested but MPS is not available; use cpu")
     return resolved
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
     """Default: bf16 on CUDA, fp16 on MPS, fp32 on CPU."""
     if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():  # int64 weights fail in torch's copy; complex64 loads and decodes nonsense
+            raise ModelLoadError(f"unsupported dtype {dtype}; use one of {sorted(_DTYPES)}")
         return dtype
     if dtype is None:
         return {"cuda": torch.bfloat16, "mps": torch.float16}.get(device.type, torch.float32)
@@ -61,7 +79,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 
 
 def load(
-    name_or_path: str,
+    name_or_path: str | os.PathLike[str],
     device: str = "auto",
     dtype: str | torch.dtype | None = None,
     trust_remote_code: bool = False,
@@ -69,8 +87,8 @@ def load(
     """Load a masked-diffusion LM as a ModelAdapter.
 
     Args:
-        name_or_path: "tiny" (the bundled model), a local checkpoint directory, or a Hugging
-            Face hub id (needs network access).
+        name_or_path: "tiny" (the bundled model), a local checkpoint directory (a str or a
+            Path; "~" is expanded), or a Hugging Face hub id (needs network access).
         device: "auto" (cuda > mps > cpu), "cpu", "cuda", "cuda:N" or "mps".
         dtype: weights dtype name; default bf16 on CUDA, fp16 on MPS, fp32 on CPU.
         trust_remote_code: allow families we do not support natively, through their own code.
@@ -78,17 +96,25 @@ def load(
     Raises:
         ModelLoadError: unknown path or id, unsupported architecture, bad device or dtype.
     """
+    name_or_path = _name(name_or_path)
     directory = _local_directory(name_or_path)
     raw = _read_config(directory)
     spec = block_diffusion.detect(raw)  # before the LLaDA test, which would claim "LLaDA2MoeModelLM"
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
+    family = None if spec is not None else families.detect(raw, directory)
+    # The architecture's config is checked before the tokenizer loads: AutoTokenizer parses
+    # config.json too, and its complaint about a bad hidden size would read as a tokenizer error.
+    config: Any = None
+    if spec is not None:
+        config = values.build(lambda: block_diffusion.base_config(raw, spec), spec.family)
+    elif family is not None:
+        config = values.build(lambda: family.config(raw), family.name)
     tokenizer = _load_tokenizer(directory, name_or_path, trust_remote_code)
     if spec is not None:
-        return _block(spec, name_or_path, directory, raw, tokenizer, dev, torch_dtype)
-    family = families.detect(raw, directory)
+        return _block(spec, name_or_path, directory, raw, tokenizer, dev, torch_dtype, config)
     if family is not None:
-        return _native(family, name_or_path, directory, raw, tokenizer, dev, torch_dtype)
+        return _native(family, name_or_path, directory, raw, tokenizer, dev, torch_dtype, config)
     if trust_remote_code:
         return _remote(name_or_path, directory, raw, tokenizer, dev, torch_dtype)
     raise ModelLoadError(
@@ -162,7 +188,7 @@ def _peek_config(name_or_path: str) -> tuple[dict[str, Any], Path]:
     if config is None:
         directory = _local_directory(name_or_path)
         return _read_config(directory), directory
-    return json.loads(config.read_text()), config.parent
+    return _read_config(config.parent), config.parent
 
 
 def _cached_hub_config(name_or_path: str) -> Path | None:
@@ -179,6 +205,17 @@ def _cached_hub_config(name_or_path: str) -> Path | None:
     if not isinstance(found, str):
         raise ModelLoadError(f"{name_or_path!r} is not downloaded yet")  # read as "not now" above
     return Path(found)
+
+
+def _name(name_or_path: Any) -> str:
+    """The model argument as text: a pathlib.Path is as good as its string (it used to fail with
+    "'PosixPath' object has no attribute 'strip'"); anything else is refused by value."""
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise ModelLoadError(f"the model must be 'tiny', a checkpoint directory or a hub id (owner/name), "
+                             f"got {name_or_path!r}")
+    return name_or_path
 
 
 def _local_directory(name_or_path: str) -> Path:
@@ -220,12 +257,22 @@ def _download(repo_id: str) -> Path:
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
+    path = str(directory / "config.json")
     try:
-        data = json.loads((directory / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"cannot read {str(directory / 'config.json')!r}: {exc}") from None
+        data = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError (a binary file) are ValueErrors
+        raise ModelLoadError(f"cannot read {path!r}: {exc}; use the config.json that came with the "
+                             "checkpoint") from None
     if not isinstance(data, dict):
-        raise ModelLoadError(f"{str(directory / 'config.json')!r} is not a JSON object")
+        raise ModelLoadError(f"{path!r} is not a JSON object")
+    # The family tests lower-case these: a number or a bare string failed there as an AttributeError
+    # or TypeError, or (a string) was read character by character.
+    model_type, archs = data.get("model_type"), data.get("architectures")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ModelLoadError(f"{path!r} has model_type {model_type!r}; it must be a string such as \"llada\"")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise ModelLoadError(f"{path!r} has architectures {archs!r}; it must be a list of class names such as "
+                             '["LLaDAModelLM"]')
     return data
 
 
@@ -236,6 +283,12 @@ def _load_tokenizer(directory: Path, name_or_path: str, trust_remote_code: bool)
         with _quiet_transformers():
             return AutoTokenizer.from_pretrained(str(directory), trust_remote_code=trust_remote_code)
     except Exception as exc:  # tokenizer loading errors come in many types
+        from huggingface_hub.errors import StrictDataclassError
+
+        if isinstance(exc, StrictDataclassError):  # AutoTokenizer parses config.json too; the fault is there
+            raise ModelLoadError(f"{str(directory / 'config.json')!r} is not a valid transformers config "
+                                 f"({' '.join(str(exc).split())}); use the config.json that came with the "
+                                 "checkpoint") from None
         if not trust_remote_code and "trust_remote_code" in str(exc):
             raise ModelLoadError(
                 f"the tokenizer of {name_or_path!r} needs code shipped with the checkpoint (an auto_map in its "
@@ -292,7 +345,10 @@ def _info(
     if mask_id is None:
         mask_id = getattr(tokenizer, "mask_token_id", None)
     eos_id = tokens.stated_ids.get("eos_token_id", getattr(tokenizer, "eos_token_id", None))
-    if isinstance(eos_id, list):
+    if isinstance(eos_id, list):  # generation configs may list several; the first is the end of text
+        if not eos_id:
+            raise ModelLoadError(f"{name_or_path!r}: eos_token_id is an empty list; state the end-of-text id "
+                                 "(eos_token_id) in config.json")
         eos_id = eos_id[0]
     if mask_id is None or eos_id is None:
         raise ModelLoadError(
@@ -302,8 +358,10 @@ def _info(
     eot_id = _token_id(tokenizer, tokens.eot_token) if tokens.eot_token else None
     vocab_size = int(model.config.vocab_size)
     for role, token_id in (("mask", mask_id), ("eos", eos_id), ("eot", eot_id)):
-        if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)
-                                     or not 0 <= token_id < vocab_size):
+        if token_id is not None and (isinstance(token_id, bool) or not isinstance(token_id, int)):
+            raise ModelLoadError(f"{name_or_path!r}: the {role} token id {token_id!r} is not an integer; "
+                                 f"fix {role}_token_id in config.json")
+        if token_id is not None and not 0 <= token_id < vocab_size:
             raise ModelLoadError(
                 f"{name_or_path!r}: the {role} token id {token_id!r} is outside the vocabulary [0, {vocab_size}); "
                 f"fix {role}_token_id in config.json"
@@ -333,8 +391,9 @@ def _native(
     tokenizer: Any,
     device: torch.device,
     dtype: torch.dtype,
+    config: Any,
 ) -> ModelAdapter:
-    """A table family on its maintained class, run bidirectionally.
+    """A table family on its maintained class (its checked `config`), run bidirectionally.
 
     Built on the meta device and filled with the saved tensors even for the tiny model: the same
     weights as from_pretrained in 0.03-0.05 s instead of 0.14-0.25 s, which matters because
@@ -342,7 +401,7 @@ def _native(
     """
     import transformers
 
-    model = load_renamed(getattr(transformers, family.transformers_class), family.config(raw), directory,
+    model = load_renamed(getattr(transformers, family.transformers_class), config, directory,
                          family.rename, device=device, dtype=dtype)
     info = _info(family.name, name_or_path, tokenizer, model, family.special_tokens(raw),
                  shift_logits=family.shift_logits, delimiters=family.delimiters(raw))
@@ -360,8 +419,13 @@ def _remote(
     from transformers import AutoModel
 
     log.debug("loading %s through its own remote code", name_or_path)
-    with _quiet_transformers():
-        model = AutoModel.from_pretrained(str(directory), trust_remote_code=True, dtype=dtype)
+    try:
+        with _quiet_transformers():
+            model = AutoModel.from_pretrained(str(directory), trust_remote_code=True, dtype=dtype)
+    except Exception as exc:  # transformers raises many types here (unknown model_type, missing code file)
+        raise ModelLoadError(f"{name_or_path!r} could not be loaded through its own code ({exc.__class__.__name__}: "
+                             f"{' '.join(str(exc).split())[:400]}); check that the checkpoint ships the modeling "
+                             "files its config.json's auto_map names") from None
     model = model.to(device).eval()
     tokens = SpecialTokens(families.stated_special_ids(raw), mask_token=None, eot_token=None)
     info = _info("remote", name_or_path, tokenizer, model, tokens)
@@ -381,11 +445,12 @@ def _block(
     tokenizer: Any,
     device: torch.device,
     dtype: torch.dtype,
+    config: Any,
 ) -> ModelAdapter:
     """A block-diffusion checkpoint on its maintained class, attending block-causally (block_diffusion.py)."""
     from dllm_viz.models.block_adapter import BlockDiffusionAdapter
 
-    model = block_diffusion.load_model(directory, raw, spec, device=device, dtype=dtype)
+    model = block_diffusion.load_model(directory, raw, spec, device=device, dtype=dtype, config=config)
     stated = families.stated_special_ids(raw)
     if spec.mask_token_id is not None:
         stated["mask_token_id"] = spec.mask_token_id

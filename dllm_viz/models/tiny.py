@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dllm_viz.models import config_values as values
+from dllm_viz.models.base import ModelLoadError
+
 if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only load() needs them
     from transformers import LlamaConfig
 
@@ -72,15 +75,64 @@ CALIBRATED_POINTS: dict[str, dict[str, Any]] = {"adablock": {"delimiter_threshol
 
 
 def is_tiny_config(raw: dict[str, Any], directory: Path) -> bool:
-    """True for a config.json written by our exporter (train/export.py): its section says so."""
-    return (raw.get("dllm_viz") or {}).get("family") == "tiny"
+    """True for a config.json written by our exporter (train/export.py): its section says so.
+
+    Raises:
+        ModelLoadError: a `dllm_viz` section that is not an object (read as "no section", the
+            checkpoint would be refused as an unsupported plain Llama, which hides the cause).
+    """
+    section = raw.get("dllm_viz")
+    if section is not None and not isinstance(section, dict):
+        raise ModelLoadError(f"the config.json's dllm_viz section is {section!r}; it must be an object such as "
+                             '{"family": "tiny", "mask_token_id": 2, ...}; export the model again with '
+                             "`python -m dllm_viz train-tiny`")
+    return section is not None and section.get("family") == "tiny"
 
 
 def llama_config(raw: dict[str, Any]) -> LlamaConfig:
-    """The saved LlamaConfig itself (the `dllm_viz` section rides along unused)."""
+    """The saved LlamaConfig itself (the `dllm_viz` section rides along unused).
+
+    Its sizes are checked first (config_values.py): LlamaConfig takes a negative hidden size or a
+    rotary base of -1 and the failure surfaces later in torch, or not at all (NaN logits).
+
+    Raises:
+        ModelLoadError: a missing or absurd size, or a malformed `dllm_viz` section.
+    """
     from transformers import LlamaConfig
 
-    return LlamaConfig.from_dict(raw)
+    _check_section(raw)
+    hidden = values.positive_int(raw, "hidden_size", "tiny")
+    values.heads(raw, hidden, "tiny")
+    for key in ("vocab_size", "intermediate_size", "num_hidden_layers", "max_position_embeddings"):
+        values.positive_int(raw, key, "tiny", 1)
+    values.positive_float(raw, "rms_norm_eps", "tiny", 1e-6)
+    values.no_rope_scaling(raw, "tiny")
+    rope = raw.get("rope_parameters")
+    if rope is not None and not isinstance(rope, dict):
+        raise ModelLoadError(f"the tiny config.json has rope_parameters={rope!r}; it must be an object such as "
+                             '{"rope_type": "default", "rope_theta": 10000.0}')
+    values.positive_float(rope or raw, "rope_theta", "tiny", 10000.0)
+    return LlamaConfig.from_dict(raw)  # what LlamaConfig itself refuses: loading.py names config.json
+
+
+def _check_section(raw: dict[str, Any]) -> None:
+    """The `dllm_viz` section's own fields: delimiters and the prompt template are read as text at
+    every decode, so a wrong type there would fail (or split on characters) far from config.json."""
+    section = raw["dllm_viz"]
+    delimiters = section.get("delimiters", ["\n"])
+    if not isinstance(delimiters, list) or not all(isinstance(d, str) and d for d in delimiters):
+        raise ModelLoadError(f"the tiny config.json's dllm_viz.delimiters is {delimiters!r}; it must be a list of "
+                             'non-empty strings such as ["\\n"]')
+    template = section.get("prompt_template")
+    if template is None:
+        return
+    try:
+        ok = isinstance(template, str) and template.format(prompt="") is not None and "{prompt}" in template
+    except (ValueError, KeyError, IndexError):
+        ok = False
+    if not ok:
+        raise ModelLoadError(f"the tiny config.json's dllm_viz.prompt_template is {template!r}; it must be a string "
+                             'with one {prompt} field and no other braces, such as "Question: {prompt}\\nAnswer:\\n"')
 
 
 def rename_key(key: str) -> str:
