@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     check_tolerance(args.tolerance)
     _check_out(args.out)
     check_resume(args, "--rows")
+    _check_model_options(args)
     grid = parse_grid(args.grid)
     both = sorted(set(grid.knobs) & set(passed_options(args)))
     if both:
@@ -123,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dense_rows is not None and args.rows is not None and args.dense_rows.resolve() == args.rows.resolve():
         raise ValueError(f"--dense-rows {str(args.dense_rows)!r} is this run's --rows file; give the rows file of "
                          "another policy's calibration (its own rows are resumed with --resume)")
-    rows_file = (ResultsFile(args.rows, rows_file_settings, resume=args.resume, columns=_row_file_columns())
-                 if args.rows is not None else None)
+    rows_file = _open_rows(args, rows_file_settings) if args.rows is not None else None
     known = list(rows_file.rows) if rows_file is not None else []
     if known:
         print(f"resuming {args.rows}: {len(known)} rows already measured", file=sys.stderr)
@@ -177,6 +177,32 @@ def run(args: argparse.Namespace) -> int:
             json.dump(report, handle, indent=2, default=str)
         print(f"wrote {args.out}")
     return 0
+
+
+def _check_model_options(args: argparse.Namespace) -> None:
+    """Refuse a bad --threads or --device before the --rows file is made: load_model checks them
+    only after it, so `--threads 0` left an empty rows file behind, and rerunning with the value
+    fixed was refused because that file 'already exists'.
+
+    Raises:
+        ValueError: --threads below 1 or $DLLM_VIZ_THREADS not a thread count.
+        ModelLoadError: a device that is not one, or is not available here.
+    """
+    from dllm_viz.models.loading import resolve_device
+    from dllm_viz.threads import requested_threads
+
+    requested_threads(args.threads)
+    resolve_device(args.device)
+
+
+def _open_rows(args: argparse.Namespace, settings: dict) -> ResultsFile:  # type: ignore[type-arg]
+    """The --rows file (ResultsFile), its errors naming --rows: ResultsFile is shared with bench and
+    eval, whose results file is --out, and calibrate's --out is the .json report, so 'pass --resume
+    to continue it, or choose a new --out' sent the user to the wrong flag."""
+    try:
+        return ResultsFile(args.rows, settings, resume=args.resume, columns=_row_file_columns())
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("--out", "--rows")) from None
 
 
 def _row_file_columns() -> tuple[str, ...]:

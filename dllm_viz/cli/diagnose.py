@@ -4,6 +4,7 @@ and whether list answers bind each last name to its first name."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from dllm_viz.cli.options import add_model_options, load_model
 
@@ -60,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--list-n` must be >= 0 (0: no binding table), got {args.list_n}")
     adapter = load_model(args)
     problems = heldout_problems("arith", args.n)
+    if len(problems) < args.n:  # said, as bench and eval say a short set: the tables' counts are not --n's
+        print(f"note: the held-out arithmetic set has {len(problems)} problems, so its tables measure {len(problems)}, "
+              f"not --n {args.n} (the drill tables generate {args.n})", file=sys.stderr)
     print(format_table(role_accuracy(adapter, problems, ratios, seed=args.seed)))
     print()
     print(format_onehop(onehop_accuracy(adapter, problems)))

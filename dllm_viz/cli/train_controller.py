@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from dllm_viz.cli.options import add_model_options, load_model
+from dllm_viz.cli.options import add_model_options, load_model, model_settings, note_short_set
 
 # The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
@@ -65,18 +65,26 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {str(out)!r} already exists; pass --force to replace those weights or choose "
                          "another --out")
     check_writable(out, "--out")  # before the training, not after it
+    trajectories = out.with_name(out.stem + ".trajectories")
+    if args.resume and not trajectories.is_dir():
+        raise ValueError(f"--resume reuses the dense trajectories an interrupted run kept in {str(trajectories)!r}, "
+                         "and there is none; pass the --out (and --kind) of that run, or drop --resume")
     if args.prompts is not None:
         problems = load_problems(args.prompts)[: args.n]
         if len(problems) < 2:
             raise ValueError(f"--prompts {str(args.prompts)!r} has {len(problems)} problem(s); training needs at "
                              "least 2 (one for validation)")
+        note_short_set(f"--prompts {str(args.prompts)!r}", 0, args.n, len(problems))
+        check_not_heldout(args.prompts, [p.prompt for p in problems])
     else:
         half = args.n // 2
         problems = (get_task("arith").generate(args.n - half, seed=1, split="train")
                     + get_task("code").generate(half, seed=1, split="train"))
     prompts = [p.prompt for p in problems]
-    store = TrajectoryStore(out.with_name(out.stem + ".trajectories"), prompts,
-                            {"model": args.model, "gen_length": args.gen_length,
+    # The model's weights fingerprint too: a --resume after `tiny` was retrained reused the old
+    # model's dense trajectories, so the controller learned another model's endpoints.
+    store = TrajectoryStore(trajectories, prompts,
+                            {**model_settings(args), "gen_length": args.gen_length,
                              "block_length": args.block_length}, resume=args.resume)
     adapter = load_model(args)
     path, card = train_controller(adapter, prompts, config, out, store=store,
@@ -86,6 +94,29 @@ def run(args: argparse.Namespace) -> int:
     if card.get("trivial"):
         print(f"warning: {card['trivial']}", file=sys.stderr)
     return 0
+
+
+def check_not_heldout(path: Path, prompts: list[str]) -> None:
+    """Refuse a prompt set holding problems of the bundled held-out sets (sample_prompts/*_heldout.jsonl),
+    which bench, eval and the training score measure: a controller trained on them is then scored on
+    its own training problems, and nothing said so.
+
+    Raises:
+        ValueError: naming the set, how many of its prompts are held out, and the fix.
+    """
+    from dllm_viz.evaluation import SAMPLE_DIR
+    from dllm_viz.tasks import load_problems
+
+    mine = set(prompts)
+    for heldout in sorted(SAMPLE_DIR.glob("*_heldout.jsonl")):
+        if path.resolve() == heldout.resolve():
+            shared = len(mine)
+        else:
+            shared = len(mine & {p.prompt for p in load_problems(heldout)})
+        if shared:
+            raise ValueError(f"--prompts {str(path)!r} holds {shared} problem(s) of the held-out set "
+                             f"{heldout.parent.name}/{heldout.name}, which the benchmarks score; train on training "
+                             "problems (omit --prompts for freshly generated ones)")
 
 
 def weights_path(args: argparse.Namespace) -> Path:

@@ -6,6 +6,7 @@ Argument parsing and progress printing only; the work is `dllm_viz.train.tiny.tr
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -154,7 +155,19 @@ def _family_weight(text: str) -> tuple[str, float]:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint)."""
+    """TrainConfig for parsed arguments (on --resume, model/data come from the checkpoint).
+
+    Raises:
+        ValueError: a bad value (the configs' own checks), or --hard-weight where no row would
+            follow it: the weights pick among the hard rows and list drills, and with
+            --hard-fraction 0 and --list-drill-every 0 (the defaults) there are none, so the flag
+            was silently a no-op. Not on --resume, where the data mix is the checkpoint's
+            (check_kept_settings compares the flag with it).
+    """
+    if args.hard_weight and not args.hard_fraction and not args.list_drill_every and not args.resume:
+        shown = " ".join(f"--hard-weight {name}={weight:g}" for name, weight in args.hard_weight)
+        raise ValueError(f"{shown} weighs the hard rows, but --hard-fraction 0 and --list-drill-every 0 train on "
+                         "none; pass e.g. --hard-fraction 0.6 (or --list-drill-every 3), or drop --hard-weight")
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
         focus_fraction=args.focus_fraction, drill_every=args.drill_every,
@@ -205,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         resume = args.resume and (Path(args.out) / "checkpoint.pt").is_file() if args.init_from else args.resume
+        check_kept_settings(args, config, resume)
+        if not resume and args.init_from is None and export_dir is not None:
+            check_fresh_export(Path(export_dir), explicit=args.export_dir is not None)
         summary = train(
             args.out, config, resume=resume, export_dir=export_dir, progress=_print,
             init_from=args.init_from,
@@ -217,6 +233,111 @@ def run(args: argparse.Namespace) -> int:
         f"best step {summary['best_step']} score {summary['best_score']:.4f}"
     )
     return 0
+
+
+# The flags whose values a resumed run takes from its checkpoint (`train` keeps the checkpoint's
+# model, data and seed), by config field; `hard_weights` is --hard-weight.
+MODEL_FLAGS = {"hidden_size": "--hidden-size", "num_layers": "--num-layers", "num_heads": "--num-heads",
+               "intermediate_size": "--intermediate-size"}
+DATA_FLAGS = {"batch_size": "--batch-size", "code_fraction": "--code-fraction", "hard_fraction": "--hard-fraction",
+              "focus_fraction": "--focus-fraction", "drill_every": "--drill-every",
+              "drill_batch_size": "--drill-batch-size", "drill_max_ops": "--drill-max-ops",
+              "list_drill_every": "--list-drill-every", "list_drill_batch_size": "--list-drill-batch-size",
+              "hard_weights": "--hard-weight"}
+
+
+def _passed(config: TrainConfig) -> dict[str, tuple[str, object]]:
+    """Model / data / seed fields of `config` set away from the defaults (so given on the command
+    line): field -> (flag, value). Each section is keyed by its own name ("model.hidden_size")."""
+    default = TrainConfig()
+    passed: dict[str, tuple[str, object]] = {}
+    for section, flags in (("model", MODEL_FLAGS), ("data", DATA_FLAGS)):
+        mine, base = getattr(config, section), getattr(default, section)
+        for name, flag in flags.items():
+            if getattr(mine, name) != getattr(base, name):
+                passed[f"{section}.{name}"] = (flag, getattr(mine, name))
+    if config.seed != default.seed:
+        passed["seed"] = ("--seed", config.seed)
+    return passed
+
+
+def _value_of(config: TrainConfig, key: str) -> object:
+    section, _, name = key.rpartition(".")
+    return getattr(getattr(config, section) if section else config, name)
+
+
+def _shown(flag: str, value: object) -> str:
+    if flag == "--hard-weight":
+        return " ".join(f"{flag} {name}={weight:g}" for name, weight in value) or "no --hard-weight"  # type: ignore[attr-defined]
+    return f"{flag} {value}"
+
+
+def check_kept_settings(args: argparse.Namespace, config: TrainConfig, resume: bool) -> None:
+    """Refuse a flag that the run would silently ignore: resuming keeps the checkpoint's model,
+    data mix and seed, and a warm start takes the model's sizes from the export, so e.g.
+    `--resume --batch-size 64` trained on at the checkpoint's 32 without a word. A flag that
+    repeats the kept value (the same command line run again) is fine.
+
+    Raises:
+        ValueError: naming each differing flag, the kept value and the fix.
+        FileNotFoundError: --resume without a checkpoint (train's own message).
+    """
+    passed = _passed(config)
+    if resume and passed:
+        from dllm_viz.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
+        from dllm_viz.train.config import config_from_dict
+
+        path = Path(args.out) / CHECKPOINT_NAME
+        try:
+            kept = config_from_dict(load_checkpoint(path)["config"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"--resume: the configuration in {path} cannot be read ({type(exc).__name__}: {exc}); "
+                             "start a new run with another --out") from None
+        differ = [(flag, value, _value_of(kept, key)) for key, (flag, value) in passed.items()
+                  if value != _value_of(kept, key)]
+        if differ:
+            said = "; ".join(f"{_shown(flag, value)} is not its {_shown(flag, old)}" for flag, value, old in differ)
+            raise ValueError(f"--resume continues {path} with its own model, data mix and seed, but {said}; drop "
+                             f"{'that flag' if len(differ) == 1 else 'those flags'} to continue the run, or start a "
+                             "new run with another --out")
+    elif args.init_from is not None and not resume and any(key.startswith("model.") for key in passed):
+        from dllm_viz.train.tiny import read_export_config
+
+        raw, _ = read_export_config(Path(args.init_from))
+        export = {"model.hidden_size": raw["hidden_size"], "model.num_heads": raw["num_attention_heads"],
+                  "model.num_layers": raw["num_hidden_layers"] + config.grow_layers,
+                  "model.intermediate_size": raw["intermediate_size"]}
+        differ = [(passed[key][0], passed[key][1], size) for key, size in export.items()
+                  if key in passed and passed[key][1] != size]
+        if differ:
+            said = "; ".join(f"{flag} {value} is not its {size}" for flag, value, size in differ)
+            raise ValueError(f"--init-from {str(args.init_from)!r} sets the model's sizes, but {said}; drop "
+                             f"{'that flag' if len(differ) == 1 else 'those flags'} (--grow-layers adds layers to an "
+                             "export), or train a new model without --init-from")
+
+
+def check_fresh_export(export_dir: Path, *, explicit: bool) -> None:
+    """Refuse a new run (no checkpoint, no --init-from) exporting where a model already is: a
+    new run's best score starts at nothing, so its first evaluation replaced that model whatever
+    either scored; by default that is the bundled dllm_viz/assets/tiny, so a 3-step trial run
+    destroyed the shipped model.
+
+    Raises:
+        ValueError: naming the folder, what it holds and the ways out.
+    """
+    config = export_dir / "config.json"
+    if not config.is_file():
+        return
+    held = "an exported model"
+    try:
+        section = json.loads(config.read_text(encoding="utf-8")).get("dllm_viz") or {}
+        held += f" (step {int(section['trained_steps'])}, score {float(section['best_score']):.4f})"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    where = "--export-dir" if explicit else "the default export folder (the bundled model; no --export-dir given)"
+    raise ValueError(f"{where} {str(export_dir)!r} already holds {held}, which a new run would replace at its first "
+                     "evaluation whatever it scores; pass --export-dir NEW_FOLDER or --no-export, or --init-from "
+                     f"{str(export_dir)!r} to continue training that model")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import torch
 from dllm_viz.train.config import TrainConfig
 
 CHECKPOINT_NAME = "checkpoint.pt"
+# What save_checkpoint writes, and resuming reads.
+CHECKPOINT_KEYS = ("model", "optimizer", "config", "state", "torch_rng")
 
 
 @dataclass
@@ -76,7 +78,19 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: naming the missing path and the fix.
+        ValueError: the file is not one `save_checkpoint` wrote whole (truncated by a full disk or a
+            killed copy, another program's .pt, or one lacking a part); torch's own errors
+            (UnpicklingError, a KeyError on the first missing part) named neither the file nor the fix.
     """
     if not path.is_file():
         raise FileNotFoundError(f"--resume: no checkpoint at {path}; start without --resume")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    fix = "start a new run with another --out, or restore the checkpoint from a backup"
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # pickle, zip and torch errors alike: any of them means an unreadable file
+        raise ValueError(f"--resume: {path} is not a readable training checkpoint ({type(exc).__name__}: "
+                         f"{exc}); {fix}") from None
+    missing = [key for key in CHECKPOINT_KEYS if not isinstance(saved, dict) or key not in saved]
+    if missing:
+        raise ValueError(f"--resume: {path} is not a train-tiny checkpoint (it lacks {', '.join(missing)}); {fix}")
+    return saved

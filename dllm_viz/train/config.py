@@ -6,6 +6,7 @@ Deliberately free of torch/transformers imports so the CLI's `--help` stays inst
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -149,10 +150,25 @@ class ModelConfig:
     max_positions: int = 512
 
     def __post_init__(self) -> None:
+        # Each size is checked before the division below and before a tokenizer is trained: 0
+        # heads divided by zero, a 0 or negative size failed inside torch's layer constructors,
+        # and 0 layers or a 0-wide MLP built a model that trained without learning anything.
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"`{name}` must be a whole number >= 1, got {value!r}; pass {flag} 1 or more")
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"`hidden_size` must be divisible by `num_heads`, "
                 f"got {self.hidden_size} and {self.num_heads}"
+            )
+        head_dim = self.hidden_size // self.num_heads
+        if head_dim % 2:  # rotary position embeddings rotate pairs of a head's dimensions
+            raise ValueError(
+                f"`hidden_size` / `num_heads` (the head width) must be even for rotary position embeddings, "
+                f"got {self.hidden_size} / {self.num_heads} = {head_dim}; pass e.g. --hidden-size "
+                f"{(head_dim + 1) * self.num_heads}"
             )
 
 
@@ -231,10 +247,15 @@ class TrainConfig:
             )
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.minutes <= 0:
-            raise ValueError(f"`minutes` must be > 0, got {self.minutes}")
-        if self.lr <= 0:
-            raise ValueError(f"`lr` must be > 0, got {self.lr}")
+        # Not finite is refused too: a NaN budget never runs out (`fraction >= 1.0` is always
+        # False) and an infinite one never decays the learning rate, so either trained until
+        # --max-steps or forever; a NaN or infinite learning rate failed in torch's AdamW only
+        # after the run directory and its tokenizer were made.
+        if not (math.isfinite(self.minutes) and self.minutes > 0):
+            raise ValueError(f"`minutes` must be a finite number > 0, got {self.minutes}; pass e.g. --minutes 30 "
+                             "(and --max-steps N to stop at a step)")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"`lr` must be a finite number > 0, got {self.lr}; pass e.g. --lr 2e-3")
         # Cadences are step moduli (0 would divide by zero mid-run) and the step counts are counts:
         # refused here, before a run directory and tokenizer are made.
         for name, low in (("eval_every", 1), ("log_every", 1), ("max_steps", 0), ("warmup_steps", 0),

@@ -126,10 +126,7 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     `_open_run`), the optimizer starts fresh (each session warms its learning rate up anyway),
     and the data stream continues at the exported step because batches are a function of it.
     """
-    raw = json.loads((init_from / "config.json").read_text(encoding="utf-8"))
-    section = raw.get("dllm_viz") or {}
-    if section.get("family") != "tiny":
-        raise ValueError(f"{str(init_from)!r} is not an exported tiny model (no dllm_viz family 'tiny')")
+    raw, section = read_export_config(init_from)
     load_tokenizer(str(init_from)).save_pretrained(str(run_dir / TOKENIZER_DIR))
     check_growth(raw["num_hidden_layers"], config.grow_layers)
     model = ModelConfig(hidden_size=raw["hidden_size"], num_layers=raw["num_hidden_layers"] + config.grow_layers,
@@ -148,6 +145,60 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     return replace(config, model=model), state
 
 
+# The sizes `_warm_start` reads from an export's config.json.
+EXPORT_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings")
+# The files `_warm_start` reads besides config.json.
+EXPORT_FILES = ("model.safetensors", "tokenizer.json")
+
+
+def read_export_config(init_from: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config.json of exported model `init_from` and its dllm_viz section, checked whole.
+
+    Why before anything is written: an unreadable config.json raised a bare JSONDecodeError, one
+    without a size a KeyError, and a folder without weights failed only after its tokenizer had
+    been copied into the run directory, where a later fresh run would silently have reused it.
+
+    Raises:
+        ValueError: naming the folder, what it lacks and the fix.
+    """
+    fix = "pass an exported tiny model directory such as dllm_viz/assets/tiny"
+    try:
+        raw = json.loads((init_from / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--init-from {str(init_from)!r}: its config.json is not readable JSON ({exc}); "
+                         f"{fix}") from None
+    section = raw.get("dllm_viz") if isinstance(raw, dict) else None
+    if not isinstance(section, dict) or section.get("family") != "tiny":
+        raise ValueError(f"{str(init_from)!r} is not an exported tiny model (no dllm_viz family 'tiny'); {fix}")
+    bad = [key for key in EXPORT_SIZES
+           if isinstance(raw.get(key), bool) or not isinstance(raw.get(key), int) or raw[key] < 1]
+    if bad:
+        raise ValueError(f"--init-from {str(init_from)!r}: its config.json lacks a positive whole {', '.join(bad)}; "
+                         f"{fix}")
+    missing = [name for name in EXPORT_FILES if not (init_from / name).is_file()]
+    if missing:
+        raise ValueError(f"--init-from {str(init_from)!r} lacks {', '.join(missing)}; {fix}")
+    return raw, section
+
+
+def check_device(device: str) -> None:
+    """Refuse a training device torch cannot use here, before the run directory and tokenizer are
+    made: a malformed name ('cuda:x') raised torch's RuntimeError, and 'cuda' on a machine without
+    CUDA an AssertionError, both only when the model moved there. The rules are the model loader's
+    (`resolve_device`), so decoding and training accept the same devices.
+
+    Raises:
+        ValueError: naming the device and the fix.
+    """
+    from dllm_viz.models.loading import resolve_device
+
+    try:  # TrainConfig has refused names other than cpu, cuda, cuda:N and mps (auto, meta) already
+        resolve_device(device)
+    except ValueError as exc:
+        raise ValueError(f"--device {device!r}: {exc}") from None
+
+
 def _open_run(
     run_dir: Path, config: TrainConfig, resume: bool, export_dir: Path | None, progress: Progress,
     init_from: Path | None = None,
@@ -155,14 +206,25 @@ def _open_run(
     """Build a fresh run, restore one from its checkpoint, or warm-start from an export."""
     if run_dir.exists() and not run_dir.is_dir():  # mkdir's own error names neither --out nor the fix
         raise ValueError(f"--out {str(run_dir)!r} is a file; the run needs a directory, e.g. runs/tiny")
+    check_device(config.device)
     if init_from is not None and not (init_from / "config.json").is_file():
         raise ValueError(f"--init-from {str(init_from)!r} is not an exported model directory (no config.json); "
                          "pass one such as dllm_viz/assets/tiny")
-    run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / CHECKPOINT_NAME
     saved = load_checkpoint(ckpt_path) if resume else None
+    if saved is None and init_from is not None:
+        read_export_config(init_from)  # before the run directory is made
+    run_dir.mkdir(parents=True, exist_ok=True)
     if saved is not None:
-        old = config_from_dict(saved["config"])
+        try:
+            old = config_from_dict(saved["config"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"--resume: the configuration in {ckpt_path} cannot be read ({type(exc).__name__}: "
+                             f"{exc}); was it written by another version? start a new run with another --out") from None
+        if not (run_dir / TOKENIZER_DIR / "tokenizer.json").is_file():
+            # a new tokenizer would be trained, and the checkpoint's embedding rows would not fit it
+            raise ValueError(f"--resume: {run_dir / TOKENIZER_DIR} is missing, and the checkpoint's weights belong to "
+                             "the tokenizer that was there; restore that folder, or start a new run with another --out")
         config = replace(config, model=old.model, data=old.data, seed=old.seed)
     elif ckpt_path.exists():
         raise FileExistsError(
@@ -195,7 +257,15 @@ def _open_run(
         model.load_state_dict(weights)
         progress(f"warm start from {init_from} at step {state.step}")
     if saved is not None:
-        model.load_state_dict(saved["model"])
+        try:
+            model.load_state_dict(saved["model"])
+        except RuntimeError as exc:  # torch lists every mismatched tensor over many lines
+            last = str(exc).strip().splitlines()[-1].strip()
+            last = last if len(last) <= 200 else last[:200] + "..."  # a missing-keys line names every tensor
+            raise ValueError(f"--resume: the weights in {ckpt_path} do not fit the model of its own configuration and "
+                             f"the tokenizer in {run_dir / TOKENIZER_DIR} ({len(tokenizer)} tokens): {last}; restore "
+                             "the tokenizer folder the run was made with, or start a new run with another "
+                             "--out") from None
     model.to(config.device)
     opt = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, 0.98), weight_decay=config.weight_decay
