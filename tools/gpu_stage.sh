@@ -19,7 +19,7 @@
 # model's held-out score, so only the bundled model is benched):
 #   OUT=/tmp/stage DEVICE=cpu MINUTES=0.5 WORKERS=0 BATCH=8 N_HARD=2 N_EASY=2 SHARDS=2 bash tools/gpu_stage.sh
 # and with INIT set to a weak export (e.g. one from `train-tiny --minutes 0.2 --hidden-size 32
-# --num-layers 1 --num-heads 2 --intermediate-size 64`) the stage beats it, so the export branch
+# --num-layers 1 --num-heads 2 --intermediate-size 64 --export-dir /tmp/weak`) the stage beats it, so the export branch
 # (export.tar, the stage's benches, tools/compare_models.py) runs too.
 # Knobs (environment): MINUTES of training (default 5), BENCH_S (seconds the benches may take in
 # all: past it they stop and what they wrote comes back; default 180: with 5 minutes of training it
