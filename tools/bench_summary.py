@@ -10,8 +10,9 @@ finished, and says how many that is:
     python tools/bench_summary.py rows_chain.csv rows_breadth.csv \\
         --sweep 'threshold(threshold=0.5:0.99:6)' --pair threshold+kalman threshold
 
-Files from parallel processes may be given together (their problems must not overlap; wall-clock
-columns then compare within a file's rows only).
+Files from parallel processes may be given together (slices of one run: their settings must agree
+but for the problems, which must not overlap; wall-clock columns then compare within a file's rows
+only).
 """
 
 from __future__ import annotations
@@ -23,23 +24,19 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dllm_viz.bench import BASELINE, ROW_COLUMNS, paired
-from dllm_viz.cli import results
-from dllm_viz.cli.bench import print_report, typed_rows
+from bench_files import bench_frame, check_one_run  # tools/ is not a package: found through sys.path
+
+from dllm_viz.bench import BASELINE, paired
+from dllm_viz.cli.bench import print_report
 from dllm_viz.metrics import format_p
 from dllm_viz.sweep import parse_sweep
 
 
 def bench_rows(path: Path) -> pd.DataFrame:
-    """The whole rows of one `bench --out` csv, typed as bench's own."""
-    if not path.is_file():
-        raise SystemExit(f"{path}: no such file; give `bench --out` csv files")
-    try:
-        rows = results.read_rows(path, ROW_COLUMNS)[0]
-    except ValueError as exc:
-        raise SystemExit(f"{path}: {exc}") from None
-    return typed_rows(pd.DataFrame(rows, columns=list(ROW_COLUMNS)))
+    """The whole rows of one `bench --out` csv, typed as bench's own (checked: tools/bench_files.py)."""
+    return bench_frame(path)
 
 
 def finished_problems(rows: pd.DataFrame) -> pd.DataFrame:
@@ -63,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     parts = [bench_rows(path) for path in args.files]
+    check_one_run(args.files)
     for path, part in zip(args.files, parts, strict=True):
         if BASELINE not in set(part["config"]):
             raise SystemExit(f"{path}: has no {BASELINE!r} rows yet, so nothing can be compared")
@@ -79,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     if sweep is not None and not set(sweep.labels) <= set(rows["config"]):
         missing = sorted(set(sweep.labels) - set(rows["config"]))
         raise SystemExit(f"--sweep {args.sweep!r}: the files have no rows for {missing[0]!r}; give the run's sweep")
+    for label, base in args.pair:  # before the report, so a typo ends the run with its one line
+        for name in (label, base):
+            if name not in set(rows["config"]):
+                raise SystemExit(f"--pair {label} {base}: no rows for configuration {name!r}; the rows hold "
+                                 f"{sorted(set(rows['config']))}")
     problems = rows["problem_id"].nunique()
     started = everything["problem_id"].nunique()
     summary = print_report(rows, sweep, f"{problems} problems finished under every configuration ({started} "

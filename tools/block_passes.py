@@ -29,7 +29,9 @@ from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import tail_redundant_share, wasted_refinement_fraction
 from dllm_viz.evaluation import heldout_problems, run_problem
-from dllm_viz.models import load
+from dllm_viz.models import ModelAdapter, ModelLoadError, load
+from dllm_viz.policies import Pipeline
+from dllm_viz.tasks import Problem
 from dllm_viz.trace import Trace
 
 
@@ -45,7 +47,7 @@ def block_passes(trace: Trace, block_length: int) -> tuple[list[int], list[int]]
     return answer, eos
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """Print the per-block passes and redundant refinement shares of one policy."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny")
@@ -54,15 +56,13 @@ def main() -> None:
     parser.add_argument("--tasks", default="hard/chain,hard/breadth")
     parser.add_argument("--gen-length", type=int, default=256)
     parser.add_argument("--block-length", type=int, default=32)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    pipeline, config, problems = checked(args)
     torch.set_num_threads(1)  # one process a core, as the bench's `--threads 1`
-    adapter = load(args.model)
-    config = DecodeConfig(gen_length=args.gen_length)
-    options = {"block_length": args.block_length}
-    problems = [p for task in args.tasks.split(",") for p in heldout_problems(task, args.n)]
+    adapter = load_model(args.model)
     answer, eos, redundant, redundant_answer, tail, correct, nfe, tokens = [], [], [], [], [], [], [], []
     for problem in problems:
-        result, trace = run_problem(adapter, problem, parse_config(args.policy, options), config)
+        result, trace = run_problem(adapter, problem, pipeline, config)
         a, e = block_passes(trace, args.block_length)
         answer += a
         eos += e
@@ -79,7 +79,42 @@ def main() -> None:
           f"per end-of-text-only block {np.mean(eos) if eos else float('nan'):.2f} ({len(eos) / count:.2f} a problem)")
     print(f"redundant refinement: all positions {np.mean(redundant):.3f} (of which the end-of-text tail "
           f"{np.mean(tail):.3f}), answer positions {np.mean(redundant_answer):.3f}")
+    return 0
+
+
+def checked(args: argparse.Namespace) -> tuple[Pipeline, DecodeConfig, list[Problem]]:
+    """The policy, decode settings and problems the options name, refused before the model loads
+    (a typo used to end in a traceback, after minutes of loading a large model; --n 0 in a
+    ZeroDivisionError after it).
+
+    Raises:
+        SystemExit: one line naming the bad option and the fix.
+    """
+    if args.n < 1:
+        raise SystemExit(f"error: --n must be >= 1 (problems per family), got {args.n}")
+    try:  # the library's messages name the option (`gen_length`, `block_length`, the policy's part)
+        config = DecodeConfig(gen_length=args.gen_length)
+        pipeline = parse_config(args.policy, {"block_length": args.block_length})
+        pipeline.validate(config.gen_length)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
+    if not tasks:
+        raise SystemExit(f"error: --tasks {args.tasks!r} names no task; give e.g. hard/chain,hard/breadth")
+    try:
+        problems = [p for task in tasks for p in heldout_problems(task, args.n)]
+    except ValueError as exc:
+        raise SystemExit(f"error: --tasks {args.tasks!r}: {exc}") from None
+    return pipeline, config, problems
+
+
+def load_model(name: str) -> ModelAdapter:
+    """`load(name)`, a name that is no model refused in one line (as `python -m dllm_viz` does)."""
+    try:
+        return load(name)
+    except ModelLoadError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

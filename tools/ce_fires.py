@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import heldout_problems, run_problem
-from dllm_viz.models import ModelAdapter, load
+from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies.extras import CE_EARLY
 from dllm_viz.tasks import Problem
 from dllm_viz.trace import Trace
@@ -84,13 +84,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-length", type=int, default=32)
     parser.add_argument("--rules", default=",".join(RULES), help=f"comma-separated base rules (default {RULES})")
     args = parser.parse_args(argv)
+    rules, config = checked(args)
     torch.set_num_threads(1)
-    adapter = load(args.model)
+    try:
+        adapter = load(args.model)
+    except ModelLoadError as exc:
+        raise SystemExit(f"error: {exc}") from None
     problems = heldout_problems("hard/chain", args.n) + heldout_problems("hard/breadth", args.n)
-    for rule in args.rules.split(","):
-        print(measure(adapter, problems, rule.strip(), DecodeConfig(gen_length=args.gen_length),
-                      args.block_length).line(), flush=True)
+    for rule in rules:
+        print(measure(adapter, problems, rule, config, args.block_length).line(), flush=True)
     return 0
+
+
+def checked(args: argparse.Namespace) -> tuple[list[str], DecodeConfig]:
+    """The base rules and decode settings the options name, refused before the model loads: a bad
+    rule late in --rules used to end in a traceback after the earlier rules had decoded for
+    minutes, --n 0 in a ZeroDivisionError, and a rule given with +kalman in 'names two
+    extrapolates' about a configuration the user never typed.
+
+    Raises:
+        SystemExit: one line naming the bad option and the fix.
+    """
+    if args.n < 1:
+        raise SystemExit(f"error: --n must be >= 1 (problems of each family), got {args.n}")
+    try:
+        config = DecodeConfig(gen_length=args.gen_length)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    rules = [rule.strip() for rule in args.rules.split(",")]
+    for rule in rules:
+        if not rule:
+            raise SystemExit(f"error: --rules {args.rules!r} has an empty name; give comma-separated base rules, "
+                             f"e.g. {','.join(RULES)}")
+        try:
+            parse_config(rule, {"block_length": args.block_length}).validate(config.gen_length)
+        except ValueError as exc:
+            raise SystemExit(f"error: --rules: {exc}") from None
+        try:
+            parse_config(f"{rule}+kalman", {"block_length": args.block_length})
+        except ValueError:
+            raise SystemExit(f"error: --rules: {rule!r} cannot take CE on top; give base rules without it "
+                             "(each runs without and with +kalman), e.g. threshold") from None
+    return rules, config
 
 
 if __name__ == "__main__":

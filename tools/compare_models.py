@@ -22,10 +22,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_summary import bench_rows  # tools/ is not a package: found through sys.path
+from bench_files import bench_settings  # tools/ is not a package: found through sys.path
+from bench_summary import bench_rows
 
 from dllm_viz.bench import paired
 from dllm_viz.cli.bench import table_text
+from dllm_viz.cli.results import settings_path
 
 
 def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
@@ -35,6 +37,11 @@ def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str])
     pairing of the shared ones: session 21's 50 and 100 breadth problems read 56% against 63%, where
     the candidate's 63% was over 100 and its figure on the shared 50 is 70%).
 
+    The problems are those both ran under each configuration: a run still being written has
+    finished some configurations on more problems than others, and one run's figure over problems
+    the other has not reached would stand beside a pairing of fewer (threshold's NFE over 3 problems
+    against the candidate's over 2).
+
     Raises:
         ValueError: the runs share no configuration, or no problem.
     """
@@ -42,24 +49,38 @@ def compare(base: pd.DataFrame, candidate: pd.DataFrame, names: tuple[str, str])
     if not shared:
         raise ValueError(f"the runs share no configuration ({sorted(set(base['config']))} against "
                          f"{sorted(set(candidate['config']))})")
-    problems = set(base["problem_id"]) & set(candidate["problem_id"])
-    if not problems:
-        raise ValueError("the runs share no problem: bench both models on the same --tasks, --n and --skip")
-    base, candidate = base[base["problem_id"].isin(problems)], candidate[candidate["problem_id"].isin(problems)]
-    rows = pd.concat([base.assign(config=names[0] + ":" + base["config"]),
-                      candidate.assign(config=names[1] + ":" + candidate["config"])], ignore_index=True)
-    means = [run.groupby("config")[["correct", "nfe"]].mean() for run in (base, candidate)]
     out = {}
     for config in shared:
+        mine = [run[run["config"] == config] for run in (base, candidate)]
+        problems = set(mine[0]["problem_id"]) & set(mine[1]["problem_id"])
+        if not problems:
+            continue
+        mine = [run[run["problem_id"].isin(problems)] for run in mine]
+        rows = pd.concat([run.assign(config=f"{name}:{config}") for run, name in zip(mine, names, strict=True)],
+                         ignore_index=True)
         result = paired(rows, f"{names[1]}:{config}", f"{names[0]}:{config}")
         out[config] = {
-            f"{names[0]}_accuracy": means[0].loc[config, "correct"],
-            f"{names[1]}_accuracy": means[1].loc[config, "correct"],
-            f"{names[0]}_nfe": means[0].loc[config, "nfe"],
-            f"{names[1]}_nfe": means[1].loc[config, "nfe"],
+            f"{names[0]}_accuracy": mine[0]["correct"].mean(),
+            f"{names[1]}_accuracy": mine[1]["correct"].mean(),
+            f"{names[0]}_nfe": mine[0]["nfe"].mean(),
+            f"{names[1]}_nfe": mine[1]["nfe"].mean(),
             "lost": result.lost, "gained": result.gained, "sign_p": result.sign_p, "problems": result.problems,
         }
+    if not out:
+        raise ValueError("the runs share no problem: bench both models on the same --tasks, --n and --skip")
     return pd.DataFrame.from_dict(out, orient="index")
+
+
+def check_same_problems(base: Path, candidate: Path) -> None:
+    """Refuse two runs whose problem ids name different problems: gsm8k's and humaneval's ids are
+    positions in their --data file, so runs of two --data files would pair unrelated problems.
+    (Files without settings, e.g. made by hand, are taken on trust.)"""
+    if not all(settings_path(path).is_file() for path in (base, candidate)):
+        return
+    data = [bench_settings(path).get("data") for path in (base, candidate)]
+    if data[0] != data[1]:
+        raise SystemExit(f"compare_models: {candidate} was benched on --data {data[1]} and {base} on --data "
+                         f"{data[0]}, so their problem ids name other problems; bench both on the same --data")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,10 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", nargs=2, default=("base", "candidate"), metavar=("BASE", "CANDIDATE"),
                         help="what to call the two models in the table (default: base candidate)")
     args = parser.parse_args(argv)
+    runs = bench_rows(args.base), bench_rows(args.candidate)
+    check_same_problems(args.base, args.candidate)
     try:
-        table = compare(bench_rows(args.base), bench_rows(args.candidate), tuple(args.names))
+        table = compare(*runs, tuple(args.names))
     except ValueError as exc:
         raise SystemExit(f"compare_models: {exc}") from exc
+    unpaired = [c for c in runs[0]["config"].drop_duplicates() if c in set(runs[1]["config"]) and c not in table.index]
+    if unpaired:
+        print(f"note: {', '.join(unpaired)} left out: the runs hold no problem both finished under it", file=sys.stderr)
+    ran = [set(run["problem_id"]) for run in runs]
+    if ran[0] != ran[1]:  # every figure is over the shared problems: say how many each run's own had
+        print(f"note: paired over the {len(ran[0] & ran[1])} problems both runs hold; {args.base} holds "
+              f"{len(ran[0])}, {args.candidate} {len(ran[1])}", file=sys.stderr)
     print(f"{args.names[1]} ({args.candidate}) against {args.names[0]} ({args.base}), paired by problem:")
     print(table_text(table))
     return 0

@@ -10,6 +10,7 @@ used it to see that the model could not yet copy names from the prompt (Parallel
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 from pathlib import Path
@@ -19,15 +20,25 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dllm_viz import load
+from dllm_viz.models import ModelLoadError
 from dllm_viz.tasks import get_task
 from dllm_viz.tasks.hard_split import HARD_FAMILIES
 
 RATIOS = (0.25, 0.5, 1.0)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Print each family's answer-token accuracy at every masked share. The model is an argument
+    (no default: the script compares exports), read by argparse so that a missing one or --help
+    gets usage, not an IndexError or an attempt to load a model named '--help'."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="a model name (e.g. tiny) or export directory")
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    adapter = load(sys.argv[1], device="cpu")
+    try:
+        adapter = load(args.model, device="cpu")
+    except ModelLoadError as exc:
+        raise SystemExit(f"error: {exc}") from None
     mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
     rng = random.Random(0)
     for name, _ in HARD_FAMILIES:
@@ -47,7 +58,8 @@ def main() -> None:
                 total += len(hidden)
             shown.append(f"@{ratio}: {right / total:.3f}")
         print(f"{name:28s} " + "  ".join(shown), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,17 +24,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_files import bench_settings, whole_rows  # tools/ is not a package: found through sys.path
 
 from dllm_viz.bench import ROW_COLUMNS
-from dllm_viz.cli.results import differing_settings, read_rows, read_settings, write_settings
+from dllm_viz.cli.results import differing_settings, write_settings
 
 
 def settings_of(part: Path) -> dict[str, Any]:
-    """The settings `bench --out` kept beside `part`."""
-    try:
-        return read_settings(part)
-    except ValueError as exc:
-        raise SystemExit(f"{part}: {exc}; merge only files written by `bench --out`") from None
+    """The settings `bench --out` kept beside `part` (checked to hold a bench run's problems:
+    tools/bench_files.py)."""
+    return bench_settings(part)
 
 
 def merged_settings(parts: list[Path]) -> dict[str, Any]:
@@ -60,10 +61,13 @@ def merged_rows(parts: list[Path]) -> list[dict[str, Any]]:
     that row (named on stderr): `bench --resume` on the merged file measures it again."""
     rows: list[dict[str, Any]] = []
     for part in parts:
-        try:
-            whole, cut_short = read_rows(part, ROW_COLUMNS)
-        except ValueError as exc:
-            raise SystemExit(f"{part}: {exc}") from None
+        whole, cut_short, _ = whole_rows(part)  # values checked, so the merged file resumes
+        problems = set(settings_of(part)["problems"])
+        stray = next((row["problem_id"] for row in whole if row["problem_id"] not in problems), None)
+        if stray is not None:  # its settings are another run's: the merged settings would not list the row
+            raise SystemExit(f"{part}: its row of problem {stray!r} is not among the problems of its settings file; "
+                             "the settings file beside it belongs to another run, so merge the files `bench --out` "
+                             "wrote together")
         if cut_short:
             print(f"{part}: its last row was cut short and is left out; `bench --resume` on the merged "
                   "file measures it again", file=sys.stderr)
@@ -80,11 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--out {str(args.out)!r} already exists; choose another path")
     settings = merged_settings(args.parts)
     rows = merged_rows(args.parts)
-    with args.out.open("x", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(ROW_COLUMNS)
-        writer.writerows([row[column] for column in ROW_COLUMNS] for row in rows)
-    write_settings(args.out, settings)
+    try:  # as `bench --out`: its folder is made when missing
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("x", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(ROW_COLUMNS)
+            writer.writerows([row.get(column, "") for column in ROW_COLUMNS] for row in rows)  # jsonl: keys as written
+        write_settings(args.out, settings)
+    except OSError as exc:
+        raise SystemExit(f"cannot write --out {str(args.out)!r} ({exc.strerror or type(exc).__name__}); "
+                         "choose a writable path") from None
     print(f"wrote {args.out}: {len(rows)} rows of {len(settings['problems'])} problems from {len(args.parts)} parts",
           file=sys.stderr)
     return 0
