@@ -69,6 +69,8 @@ def pipelines() -> dict[str, Pipeline] | None:
         for i, spec in enumerate(specs):
             pipe = spec.pipeline()
             pipe.validate(gen_length)
+            if adapter is not None:  # a controller of another model: said before dense runs, not after
+                pipe.validate_model(adapter.info)
             built[f"#{i + 1} {pipe.label}"] = pipe
         return built
     except ValueError as exc:

@@ -335,6 +335,13 @@ def test_compare_one_prompt_against_dense(dirs: dict[str, Path]) -> None:
     assert heatmaps[0]["layout"]["yaxis"]["range"] == heatmaps[1]["layout"]["yaxis"]["range"]
 
 
+def test_compare_refuses_a_controller_of_another_model_before_decoding(dirs: dict[str, Path]) -> None:
+    at = click(open_app("compare", {"cmp_gen": "16", "c1_block_length": "8", "c2_rule": "tspd",
+                                    "c2_block_length": "8"}), "cmp_run")
+    assert any(e.startswith("Configuration 2:") and "was trained for 'tiny'" in e for e in errors(at)), errors(at)
+    assert not at.session_state.get("cmp_results")  # nothing decoded, dense included
+
+
 def test_a_finished_comparison_is_not_called_interrupted_when_the_count_changes(dirs: dict[str, Path]) -> None:
     at = click(open_app("compare", {"cmp_gen": "16", "c1_block_length": "8", "c2_block_length": "8"}), "cmp_run")
     assert len(at.session_state["cmp_results"]) == 3
