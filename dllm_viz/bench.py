@@ -21,6 +21,7 @@ from dllm_viz.bench_columns import SUMMARY_COLUMNS
 from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import candidate_flips, wasted_refinement_fraction
+from dllm_viz.engine import check_pipeline
 from dllm_viz.evaluation import CUT_OFF_NOTE, require_code_sandbox, run_problem
 from dllm_viz.metrics import Aup, aup, frontier_position, sign_test_p
 from dllm_viz.models.base import ModelAdapter
@@ -214,7 +215,9 @@ def run_bench(
     `unsafe_exec` scores code without the bubblewrap sandbox (see evaluation.evaluate).
 
     Raises:
-        ValueError: `configs` has no "dense" entry (every ratio is against it).
+        ValueError: `configs` has no "dense" entry (every ratio is against it), or a configuration
+            the model cannot run at this gen_length (checked for all before the first decode, so a
+            long run does not stop at its first problem's last configuration).
         SandboxUnavailableError: code problems, no usable bwrap, and `unsafe_exec` off.
     """
     if BASELINE not in configs:
@@ -222,6 +225,12 @@ def run_bench(
     require_code_sandbox(problems, unsafe=unsafe_exec)
     finished = pd.DataFrame(columns=list(ROW_COLUMNS)) if finished is None else finished
     done = set(zip(finished["config"].astype(str), finished["problem_id"].astype(str), strict=True))
+    for label, pipeline in configs.items():  # those with a problem left to decode (a resume may have none)
+        if any((label, problem.problem_id) not in done for problem in problems):
+            try:
+                check_pipeline(adapter, pipeline.resolve(adapter.info.family, adapter.info.delimiters), config)
+            except ValueError as exc:
+                raise ValueError(f"configuration {label!r}: {exc}") from None
     dense_done = finished[finished["config"] == BASELINE].set_index("problem_id")["completion"]
     rows: list[dict[str, Any]] = []
     for problem in problems:

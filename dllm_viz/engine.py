@@ -57,7 +57,6 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty; give at least one prompt token")
     token_ids(prompt_ids, adapter.info.vocab_size, "`prompt_ids`")
-    check_geometry(adapter, pipeline)
     if adapter.info.mask_token_id in prompt_ids:
         raise ValueError("the prompt contains the mask token; remove it (only the canvas is masked)")
     limit = getattr(getattr(adapter.model, "config", None), "max_position_embeddings", None)
@@ -72,6 +71,19 @@ def _check_inputs(adapter: ModelAdapter, prompt_ids: Sequence[int], pipeline: Pi
             f"the model's context of {limit}; shorten the prompt or lower "
             + ("gen_length or block_length" if padding else "gen_length")
         )
+    check_pipeline(adapter, pipeline, config)
+
+
+def check_pipeline(adapter: ModelAdapter, pipeline: Pipeline, config: DecodeConfig) -> None:
+    """Everything about a resolved pipeline that no prompt changes: the cache and block sizer against
+    the model, the windows against gen_length, a learned controller against the model.
+
+    Callers that run many prompts (bench) check each configuration once, before the first decode.
+
+    Raises:
+        ValueError: naming the value and the fix.
+    """
+    check_geometry(adapter, pipeline)
     pipeline.validate(config.gen_length)
     pipeline.validate_model(adapter.info)
 

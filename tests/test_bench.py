@@ -72,6 +72,21 @@ def test_bench_rows_and_dense_agreement(tiny_adapter) -> None:
     assert (summary["engine_overhead"] > 0).all()
 
 
+@pytest.mark.parametrize(("name", "options", "message"), [
+    ("tspd", {"block_length": 8}, "configuration 'tspd': tspd controller 'bundled' was trained for 'tiny'"),
+    ("fixed_steps", {"block_length": 8, "steps": 5}, "configuration 'fixed_steps': .*steps"),
+])  # fmt: skip
+def test_every_configuration_is_checked_before_the_first_decode(tiny_adapter, name: str, options: dict,
+                                                                 message: str) -> None:
+    """A configuration the model cannot run used to fail at its first decode, after dense (and the
+    configurations before it) had decoded the first problem."""
+    rows: list[dict] = []
+    configs = {"dense": parse_config("dense", {"block_length": 8}), name: parse_config(name, options)}
+    with pytest.raises(ValueError, match=message):
+        run_bench(tiny_adapter, PROBLEMS, configs, DecodeConfig(gen_length=16), on_row=rows.append)
+    assert rows == []
+
+
 def test_same_answer_as_uncached_reads_final_answers_by_task() -> None:
     # A cache that reorders a breadth answer's lines keeps its answer; one that changes the number does not.
     forms = {"b1": ("3 * 4 = 12\n2 * 5 = 10\n12 + 10 = 22\n#### 22", "5 * 2 = 10\n4 * 3 = 12\n10 + 12 = 22\n#### 22"),
