@@ -75,6 +75,18 @@ def _eval_rows_argv(tmp_path: Path, model: Path, n: int) -> tuple[Path, list[str
 class TestCLI:
     """`python -m dllm_viz ...`: exit 2 and one line, before any work is wasted or lost."""
 
+    @pytest.mark.parametrize("command", ["bench", "eval"])
+    def test_a_run_refused_before_its_first_row_leaves_no_file(self, command: str, tiny_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+        """The controller is checked once the model is loaded, after --out was opened: the header left
+        behind made the corrected command fail with 'already exists' (and --resume with 'other settings')."""
+        out = tmp_path / ("rows.csv" if command == "bench" else "rows.jsonl")
+        argv = [command, "--model", str(tiny_dir), "--n", "1", "--out", str(out), *FAST]
+        policy = ["--policies"] if command == "bench" else ["--policy"]
+        one_line_error(capsys, main([*argv, *policy, "tspd"]), "was trained for 'tiny'")
+        assert not out.exists() and not out.with_name(out.name + ".settings.json").exists()
+        assert main([*argv, *policy, "threshold"]) == 0 and out.is_file()
+
     def test_llada_config_without_d_model(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ckpt = build_llada(tmp_path / "llada")
         cfg = json.loads((ckpt / "config.json").read_text())

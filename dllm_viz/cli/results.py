@@ -48,6 +48,8 @@ class ResultsFile:
             raise ValueError(f"--out {str(path)!r} already exists; pass --resume to continue it, or choose another "
                              "path (finished results are never overwritten)")
         self.rows: list[dict[str, Any]] = []
+        self._created = not path.exists()  # a file this run made and never wrote a row to is removed on close
+        self._appended = 0
         if resume and path.exists():
             self._check_settings(settings)
             self.rows = self._read_rows()
@@ -102,10 +104,20 @@ class ResultsFile:
         self._handle.flush()
         os.fsync(self._handle.fileno())
         self.rows.append(dict(row))
+        self._appended += 1
 
     def close(self) -> None:
-        """Close the file (rows written so far stay)."""
+        """Close the file (rows written so far stay).
+
+        A file this run created and wrote no row to is removed with its settings: a run that
+        stopped before its first row (a configuration or model refused after --out was opened)
+        would otherwise leave a header behind, and the corrected command would be refused with
+        "already exists" (or, with --resume, "other settings").
+        """
         self._handle.close()
+        if self._created and not self._appended:
+            self.path.unlink(missing_ok=True)
+            self.settings_path.unlink(missing_ok=True)
 
     def __enter__(self) -> ResultsFile:
         return self
