@@ -8,6 +8,7 @@ about any particular chart, and never mutates plotly's global templates.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,6 +44,11 @@ DRAFT_TEXT_COLOR = "#A0A0A0"  # a masked position's current candidate, shown fai
 LOW_CONFIDENCE, MID_CONFIDENCE = 0.3, 0.7
 
 _DISPLAY_ESCAPES = {"\n": "⏎", "\r": "␍", "\t": "⇥"}
+# Unicode bidi controls: an override (U+202E) in a token or label reverses the rest of its line in
+# a hover or title ("… · NFE 3" read backwards), and escaping does not touch it; shown as their
+# code point instead. Letters of right-to-left scripts are left alone.
+_BIDI_CONTROLS = {chr(c): f"[U+{c:04X}]" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                                    *range(0x2066, 0x206A))}
 _GRID = "#EBF0F8"
 # A small explicit template (the look of plotly_white): figures look the same whatever
 # pio.templates.default is, and a short template is ~10x cheaper to attach than the full one.
@@ -55,9 +61,12 @@ TEMPLATE = go.layout.Template(layout={
 
 
 def display_text(text: str) -> str:
-    """Token text made visible on one line: newlines/tabs as symbols, blank as '␣' (not escaped)."""
+    """Token text made visible on one line: newlines/tabs as symbols, bidi controls as their code point,
+    blank as '␣' (not escaped)."""
     for raw, shown in _DISPLAY_ESCAPES.items():
         text = text.replace(raw, shown)
+    if any(c in _BIDI_CONTROLS for c in text):
+        text = "".join(_BIDI_CONTROLS.get(c, c) for c in text)
     return text if text.strip() else text.replace(" ", "␣") or "∅"
 
 
@@ -96,6 +105,28 @@ def reason_names(trace: Trace) -> tuple[str, ...]:
     from dllm_viz.policies.base import COMMIT_REASONS  # numpy-only module; imported lazily
 
     return COMMIT_REASONS
+
+
+def recorded_number(trace: Trace, part: str, key: str, *, integer: bool = False) -> float | int | None:
+    """A number the trace's recorded pipeline part holds (None when it records none).
+
+    Why checked: a saved trace's pipeline is JSON that load_trace checks only for component
+    names, so an older or hand-edited file can hold "0.9" or null-like text where a figure does
+    arithmetic and formatting; that surfaced as a bare TypeError from deep inside a builder.
+
+    Raises:
+        ValueError: the recorded value is not a finite number (or not a whole one, `integer`);
+            the message names it and says which argument to pass instead.
+    """
+    value = trace.meta.component(part).get(key)
+    if value is None:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or (integer and not float(value).is_integer()):
+        kind = "a whole number" if integer else "a finite number"
+        raise ValueError(f"the trace's pipeline records {part}.{key} = {value!r}, not {kind}; pass {key}= "
+                         "to the figure")
+    return int(value) if integer else float(value)
 
 
 def axis(title: str, **options: Any) -> dict[str, Any]:

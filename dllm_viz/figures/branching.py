@@ -21,7 +21,17 @@ def branch_divergence_line(divergence: np.ndarray, *, fork_step: int, nfe: tuple
         nfe: forward passes of (recorded, fork) in all; each branch's end is marked.
         labels: names of the two branches for the legend and the end marks.
         title: figure title; the default says what is plotted.
+
+    Raises:
+        ValueError: `divergence` is empty or not 1-D (an end mark had no point to sit on), or an
+            NFE is negative.
     """
+    divergence = np.asarray(divergence)
+    if divergence.ndim != 1 or divergence.size == 0:
+        raise ValueError(f"`divergence` must be a 1-D count per shared-axis step with row 0 the start, got shape "
+                         f"{divergence.shape}; pass Branches.divergence()")
+    if min(nfe) < 0:
+        raise ValueError(f"`nfe` must be two pass counts >= 0, got {nfe}")
     steps = np.arange(divergence.size)
     fig = go.Figure(go.Scatter(x=steps, y=divergence, mode="lines", line={"color": OKABE_ITO[0], "width": 2},
                                name="positions that differ",

@@ -13,7 +13,16 @@ from typing import Any, Literal
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._layout import OKABE_ITO, axis, figure, finish_layout, titled, trace_label
+from dllm_viz.figures._layout import (
+    OKABE_ITO,
+    axis,
+    display_text,
+    figure,
+    finish_layout,
+    plotly_text,
+    titled,
+    trace_label,
+)
 from dllm_viz.figures.summary import SERIES_NAMES, step_series
 from dllm_viz.trace import Trace
 
@@ -21,13 +30,21 @@ SweepRecord = tuple[str, float, float]  # (label, nfe, accuracy)
 
 
 def unique_labels(traces: Sequence[Trace]) -> list[str]:
-    """meta.label of each trace, repeated labels numbered ('#2', '#3', ...)."""
-    seen: dict[str, int] = {}
+    """meta.label of each trace, repeated labels numbered ('#2', '#3', ...), every one distinct.
+
+    Distinct even when a label already looks numbered ('a', 'a', 'a #2'): two equal names put two
+    bars on one category of `nfe_bar` and gave two legend entries one name.
+    """
+    taken: set[str] = set()
     out = []
     for trace in traces:
-        label = trace_label(trace)
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+        base = label = trace_label(trace)
+        number = 1
+        while label in taken:
+            number += 1
+            label = f"{base} #{number}"
+        taken.add(label)
+        out.append(label)
     return out
 
 
@@ -161,7 +178,18 @@ def sweep_records(records: Any) -> tuple[list[str], np.ndarray]:
         rows = [tuple(r) for r in records]
     if any(len(r) != 3 for r in rows):
         raise ValueError("each sweep record must be (label, nfe, accuracy)")
-    return [str(r[0]) for r in rows], np.array([[r[1], r[2]] for r in rows], dtype=np.float64).reshape(-1, 2)
+    try:
+        arr = np.array([[r[1], r[2]] for r in rows], dtype=np.float64).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise ValueError(f"each sweep record's nfe and accuracy must be numbers, got "
+                         f"{[(r[1], r[2]) for r in rows][:5]}") from None
+    acc = arr[:, 1]
+    outside = acc[np.isfinite(acc) & ((acc < 0) | (acc > 1))]
+    if outside.size:
+        # The accuracy axis is fixed to [0, 1]: a percentage put every point off the chart.
+        raise ValueError(f"sweep accuracy must be a fraction in [0, 1], got {outside[:5].tolist()}; "
+                         "divide percentages by 100")
+    return [str(r[0]) for r in rows], arr
 
 
 # Label placement works in plot-normalised coordinates ([0, 1] on each axis) of a nominal plot
@@ -249,10 +277,15 @@ def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | N
     Returns:
         Two traces: all points (markers) and the Pareto front (one line through its points).
 
+    Labels are shown as display text (newlines as ⏎), escaped: plotly renders markup in hover
+    texts and annotations.
+
     Raises:
-        ValueError: a record is not (label, nfe, accuracy) or the DataFrame lacks a column.
+        ValueError: a record is not (label, nfe, accuracy), the DataFrame lacks a column, a value
+            is not a number, or an accuracy lies outside [0, 1] (a percentage).
     """
-    labels, arr = sweep_records(records)
+    raw, arr = sweep_records(records)
+    labels = [plotly_text(display_text(label)) for label in raw]  # hover and annotations render markup
     front = pareto_front(arr)
     x_range, y_range = _x_range(arr[:, 0]), [-0.08, 1.12]
     fig = go.Figure(go.Scatter(
@@ -273,7 +306,7 @@ def nfe_accuracy_scatter(records: Sequence[SweepRecord] | Any, *, title: str | N
                                   (arr[:, 1] - y_range[0]) / (y_range[1] - y_range[0])])
         on_front = {int(i) for i in front}
         rest = [int(i) for i in finite[np.argsort(arr[finite, 0], kind="stable")] if int(i) not in on_front]
-        offsets = place_labels(normed, [label_box_size(t) for t in labels], [int(i) for i in front] + rest)
+        offsets = place_labels(normed, [label_box_size(t) for t in raw], [int(i) for i in front] + rest)
         hidden = sum(offsets[i] is None for i in finite)
         for i, offset in enumerate(offsets):
             if offset is None:

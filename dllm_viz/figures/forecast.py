@@ -21,6 +21,7 @@ from dllm_viz.figures._layout import (
     finish_layout,
     masked_before,
     plotly_text,
+    recorded_number,
     step_ticks,
     titled,
     token_texts,
@@ -46,12 +47,15 @@ def ce_threshold(trace: Trace) -> float:
     """tau_ce of the trace's recorded extrapolator.
 
     Raises:
-        ValueError: the trace's pipeline records none (pass `threshold=` to the figure).
+        ValueError: the trace's pipeline records none, or not a number (pass `threshold=` to the figure).
     """
-    tau = trace.meta.component("extrapolate").get("tau_ce")
+    try:
+        tau = recorded_number(trace, "extrapolate", "tau_ce")
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("pass tau_ce=", "pass threshold=")) from None
     if tau is None:
         raise ValueError("the trace records no CE extrapolator (tau_ce); pass threshold=")
-    return float(tau)
+    return tau
 
 
 def ce_early_step(trace: Trace) -> np.ndarray:

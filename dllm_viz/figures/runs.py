@@ -22,6 +22,7 @@ from dllm_viz.figures._layout import (
     masked_before,
     plotly_text,
     reason_names,
+    recorded_number,
     step_ticks,
     titled,
     token_texts,
@@ -110,11 +111,10 @@ def persistence_runs_bar(trace: Trace, *, delta_p: float | None = None, m: int |
 
     Raises:
         ValueError: `m` is negative, `max_runs` below 1, or delta_p / m are neither given nor
-            recorded in the trace's pipeline.
+            recorded in the trace's pipeline as numbers.
     """
-    rule = trace.meta.component("rule")
-    delta_p = rule.get("delta_p") if delta_p is None else delta_p
-    m = rule.get("m") if m is None else m
+    delta_p = recorded_number(trace, "rule", "delta_p") if delta_p is None else delta_p
+    m = recorded_number(trace, "rule", "m", integer=True) if m is None else m
     if delta_p is None or m is None:
         raise ValueError("the trace records no CORA rule (delta_p, m); pass delta_p= and m=")
     if m < 0 or max_runs < 1:

@@ -42,8 +42,9 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
         edited: committed tokens replaced at the step (block refinement; 0 for other rules).
         post_step: 1 where the step's window had no masked position when it began (a pass that
             could only edit, `Trace.post_steps`), else 0.
-        masked_remaining: positions still masked after the step.
-        committed_fraction: fraction of gen_length committed after the step.
+        masked_remaining: positions still masked after the step, counted on the canvas (an edit
+            that writes the mask back re-opens a position, so this can rise).
+        committed_fraction: fraction of gen_length not masked after the step.
         mean_confidence / min_confidence: over the masked positions of the step's window as the
             step began (NaN when none).
         cumulative_nfe: forward passes so far (step + 1).
@@ -55,7 +56,9 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
             time was recorded, policy_ms is NaN and engine_ms holds policy + engine.
     """
     committed = trace.tokens_per_step.astype(np.float64)
-    remaining = trace.gen_length - np.cumsum(committed)
+    # Counted, not gen_length - cumsum(committed): a position committed, re-opened by an edit and
+    # committed again counts twice in `committed`, which drove the count below zero.
+    remaining = (trace.tokens[1:] == trace.mask_token_id).sum(axis=1).astype(np.float64)
     open_ = masked_before(trace) & trace.in_window
     full_pass = max(trace.prompt_ids.size + trace.gen_length, 1)
     return {
