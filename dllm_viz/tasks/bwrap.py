@@ -28,10 +28,16 @@ SANDBOX_UID = SANDBOX_GID = 65534
 # classic layouts; each is a symlink into /usr or a directory bound read-only.
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-# Runs as `python -I -B -c LAUNCHER <uid> <gid> <limits JSON> <program>` inside the sandbox.
+# Runs as `python -I -B -c LAUNCHER <uid> <gid> <limits JSON> <program> [<runner> <fd>...]` inside
+# the sandbox; with a runner, `python -I -B -c <runner> <fd>... <program>` runs the program and
+# the fds named (the runner's own channels to the caller) stay open across the launcher.
 LAUNCHER = """\
 import json, os, resource, sys
-os.closerange(3, 1 << 16)  # bwrap's setup pipes stay open otherwise
+keep = sorted(int(fd) for fd in sys.argv[6:])
+low = 3
+for fd in [*keep, 1 << 16]:
+    os.closerange(low, fd)  # bwrap's setup pipes stay open otherwise
+    low = fd + 1
 uid, gid = int(sys.argv[1]), int(sys.argv[2])
 if os.getuid() != uid:  # started as the namespace's root (see map_user): become the sandbox user
     with open("/proc/sys/user/max_user_namespaces", "w") as limit:
@@ -41,7 +47,8 @@ if os.getuid() != uid:  # started as the namespace's root (see map_user): become
     os.setresuid(uid, uid, uid)
 for name, value in json.loads(sys.argv[3]).items():
     resource.setrlimit(getattr(resource, name), (value, value))
-os.execv(sys.executable, [sys.executable, "-I", "-B", sys.argv[4]])
+runner = ["-c", sys.argv[5], *sys.argv[6:]] if len(sys.argv) > 5 else []
+os.execv(sys.executable, [sys.executable, "-I", "-B", *runner, sys.argv[4]])
 """
 
 
@@ -78,7 +85,8 @@ def _traversable_parents(path: str) -> list[str]:
 
 
 def command(
-    *, program_fd: int, limits: dict[str, int], info_fd: int, block_fd: int, mapped: bool
+    *, program_fd: int, limits: dict[str, int], info_fd: int, block_fd: int, mapped: bool,
+    runner: tuple[str, ...] = (),
 ) -> list[str]:
     """argv for bwrap running the program read from `program_fd` under `limits`.
 
@@ -90,6 +98,9 @@ def command(
             so the caller can take hold of the sandbox's init first.
         mapped: the caller is root and writes the user mapping itself (`map_user`) while bwrap
             waits, right after creating the user namespace.
+        runner: empty to run the program as `python -I -B <program>`; else (source, fd, ...): the
+            program runs as `python -I -B -c <source> <fd>... <program>`, and those inherited fds
+            are kept open for it.
     """
     argv = [BWRAP, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -111,7 +122,7 @@ def command(
                         "LANG": "C.UTF-8"}.items():
         argv += ["--setenv", name, value]
     return [*argv, "--", sys.executable, "-I", "-B", "-c", LAUNCHER, str(SANDBOX_UID),
-            str(SANDBOX_GID), json.dumps(limits), PROGRAM]
+            str(SANDBOX_GID), json.dumps(limits), PROGRAM, *runner]
 
 
 def read_child_pid(info_fd: int, *, timeout_s: float = 10.0) -> int | None:

@@ -17,6 +17,21 @@ from dllm_viz.tasks.sandbox import run_sandboxed
 
 NUM_TESTS = 4
 SCORE_TIMEOUT_S = 5.0
+# Run after the completion, before the asserts: the entry point's results must be plain data,
+# compared by type identity (a metaclass's __eq__ cannot make a class look like int).
+PLAIN_RESULT = """\
+def _dllm_viz_plain(function, plain=(bool, int, float, str, type(None)), sequences=(list, tuple)):
+    def check(value):
+        kind = type(value)
+        if any(kind is t for t in sequences):
+            for item in value:
+                check(item)
+        elif not any(kind is t for t in plain):
+            raise TypeError("the function returned a " + repr(kind) + ", not plain data")
+        return value
+    return lambda *args, **kwargs: check(function(*args, **kwargs))
+{name} = _dllm_viz_plain({name})
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,14 +332,20 @@ class CodeTask:
         return problem.prompt.rsplit("\n", 1)[-1]
 
     def program(self, problem: Problem, completion: str) -> str:
-        """The program the sandbox runs: the prompt's def line, the completion, the asserts."""
-        return f"{self.def_line(problem)}\n{completion}\n\n{problem.gold}\n"
+        """The program the sandbox runs: the prompt's def line, the completion, the asserts.
+
+        Between the completion and the asserts the entry point is wrapped so that it must return
+        plain data (the only kinds the reference returns): an object whose `__eq__` says yes to
+        everything would otherwise pass every `assert f(...) == expected`.
+        """
+        wrap = PLAIN_RESULT.format(name=problem.entry_point) if problem.entry_point.isidentifier() else ""
+        return f"{self.def_line(problem)}\n{completion}\n\n{wrap}{problem.gold}\n"
 
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completion passes every hidden assert inside the sandbox."""
         if problem.task != self.name:
             raise ValueError(f"CodeTask cannot score a {problem.task!r} problem")
-        return run_sandboxed(self.program(problem, completion), timeout_s=SCORE_TIMEOUT_S).passed
+        return run_sandboxed(self.program(problem, completion), timeout_s=SCORE_TIMEOUT_S, must_finish=True).passed
 
     def check(self, problem: Problem) -> None:
         """The hidden tests (gold) must be Python that compiles, and the prompt must end in the def line."""

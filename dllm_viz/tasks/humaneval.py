@@ -83,7 +83,7 @@ class HumanEvalTask:
 
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completed function passes the task's tests in the sandbox."""
-        return run_sandboxed(program(problem, completion), timeout_s=TIMEOUT_S).passed
+        return run_sandboxed(program(problem, completion), timeout_s=TIMEOUT_S, must_finish=True).passed
 
     def check(self, problem: Problem) -> None:
         """HumanEval needs the entry point (its `check(candidate)` is called with it) and test code that compiles."""

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -41,6 +42,38 @@ KILL_WAIT_S = 2.0
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 UNSAFE_NOTE = ("code ran WITHOUT the bubblewrap sandbox (--unsafe-exec): it could reach the network, "
                "read and write your files, and leave processes behind")
+
+EARLY_EXIT = ("the program exited before reaching its end (sys.exit, exit(), os._exit or a signal handler before "
+              "the tests after it ran), which does not count as passing")
+# With must_finish, the program runs as `python -I -B -c RUNNER <nonce fd> <done fd> <program>`: the runner
+# reads a one-time secret from the first fd, runs the program as __main__, and writes the secret to
+# the second fd only once the program's last statement has completed. An exit status of 0 alone
+# (sys.exit(0), os._exit(0), a SystemExit-raising hook before the asserts) is then not a pass.
+RUNNER = """\
+import os, sys
+def run():
+    nonce_fd, done_fd, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    nonce, write, excepthook, exit = b"", os.write, sys.excepthook, sys.exit
+    while chunk := os.read(nonce_fd, 256):
+        nonce += chunk
+    os.close(nonce_fd)
+    os.set_inheritable(done_fd, False)
+    with open(path, "rb") as handle:
+        code = compile(handle.read(), path, "exec")
+    main = type(sys)("__main__")
+    main.__file__ = path
+    sys.modules["__main__"], sys.argv[:] = main, [path]
+    try:
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # reported as the interpreter would, without this runner's frames
+        exc = exc.with_traceback(exc.__traceback__.tb_next)
+        excepthook(type(exc), exc, exc.__traceback__)
+        exit(1)
+    write(done_fd, nonce)
+run()
+"""
 
 _UNSAFE_EXEC: ContextVar[bool] = ContextVar("dllm_viz_unsafe_exec", default=False)
 
@@ -116,13 +149,16 @@ def require_sandbox(*, unsafe: bool = False) -> None:
             f"{reason}; or pass --unsafe-exec (unsafe_exec=True in the API) to run generated code unisolated")
 
 
-def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = None) -> SandboxResult:
+def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = None,
+                  must_finish: bool = False) -> SandboxResult:
     """Run `code` in a fresh, contained interpreter and report whether it exited cleanly.
 
     Args:
         code: Python source; a failed assert or any exception counts as not passed.
         timeout_s: wall-clock limit; the whole sandbox is killed after it.
         unsafe: run without bwrap; None takes the surrounding `unsafe_exec` block's choice.
+        must_finish: passing also needs the program to have run to its last statement (what a
+            scorer whose tests come last wants): an exit with status 0 before it is a failure.
 
     Raises:
         ValueError: if `timeout_s` is not positive.
@@ -132,8 +168,66 @@ def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = No
         raise ValueError(f"`timeout_s` must be > 0, got {timeout_s}")
     is_unsafe = _UNSAFE_EXEC.get() if unsafe is None else unsafe
     require_sandbox(unsafe=is_unsafe)
-    outcome = _run_unsafe(code, timeout_s=timeout_s) if is_unsafe else _run_bwrap(code, timeout_s=timeout_s)
-    return _result(outcome, timeout_s=timeout_s, isolated=not is_unsafe)
+    with _FinishChannel.open(must_finish) as finish:
+        run = _run_unsafe if is_unsafe else _run_bwrap
+        outcome = run(code, timeout_s=timeout_s, finish=finish)
+        finished = finish.reached() if finish is not None else None
+    return _result(outcome, timeout_s=timeout_s, isolated=not is_unsafe, finished=finished)
+
+
+@dataclass(slots=True)
+class _FinishChannel:
+    """The pipes RUNNER uses: a one-time secret in, the same secret out once the program completed."""
+
+    nonce: bytes
+    nonce_r: int
+    done_r: int
+    done_w: int
+    child_fds_closed: bool = False
+
+    @classmethod
+    @contextmanager
+    def open(cls, enabled: bool) -> Iterator[_FinishChannel | None]:
+        if not enabled:
+            yield None
+            return
+        nonce = secrets.token_hex(32).encode()
+        nonce_r, nonce_w = os.pipe()
+        try:
+            os.write(nonce_w, nonce)
+        finally:
+            os.close(nonce_w)
+        done_r, done_w = os.pipe()
+        channel = cls(nonce, nonce_r, done_r, done_w)
+        try:
+            yield channel
+        finally:
+            channel.close_child_fds()
+            os.close(done_r)
+
+    @property
+    def child_fds(self) -> tuple[int, int]:
+        return self.nonce_r, self.done_w
+
+    def runner_args(self) -> tuple[str, str, str]:
+        return RUNNER, str(self.nonce_r), str(self.done_w)
+
+    def close_child_fds(self) -> None:
+        """Our copies of the child's ends, once it holds its own (so the done pipe can reach EOF)."""
+        if not self.child_fds_closed:
+            self.child_fds_closed = True
+            os.close(self.nonce_r)
+            os.close(self.done_w)
+
+    def reached(self) -> bool:
+        """The secret came back: the program's last statement completed. Call after the child is gone."""
+        self.close_child_fds()
+        os.set_blocking(self.done_r, False)
+        data = b""
+        with contextlib.suppress(BlockingIOError):
+            while len(data) <= MAX_OUTPUT_BYTES and (chunk := os.read(self.done_r, 1 << 16)):
+                data += chunk
+        return self.nonce in data
 
 
 def rlimits(timeout_s: float) -> dict[str, int]:
@@ -143,7 +237,7 @@ def rlimits(timeout_s: float) -> dict[str, int]:
             "RLIMIT_NPROC": PROCESS_LIMIT, "RLIMIT_CORE": 0}
 
 
-def _result(outcome: Outcome, *, timeout_s: float, isolated: bool) -> SandboxResult:
+def _result(outcome: Outcome, *, timeout_s: float, isolated: bool, finished: bool | None = None) -> SandboxResult:
     text = outcome.output.decode("utf-8", "replace")[-MAX_ERROR_CHARS:]
     if outcome.truncated:
         text = f"[output truncated: {outcome.total_bytes} bytes written, only the end is kept]\n{text}"
@@ -151,15 +245,17 @@ def _result(outcome: Outcome, *, timeout_s: float, isolated: bool) -> SandboxRes
         text = f"[{UNSAFE_NOTE}]\n{text}"
     if outcome.timed_out:
         return SandboxResult(False, True, f"timed out after {timeout_s} s\n{text}", outcome.truncated, isolated)
+    if outcome.returncode == 0 and finished is False:
+        return SandboxResult(False, False, f"{EARLY_EXIT}\n{text}".strip(), outcome.truncated, isolated)
     if outcome.returncode == 0:
         return SandboxResult(True, False, "", outcome.truncated, isolated)
     return SandboxResult(False, False, text.strip() or f"exit status {outcome.returncode}", outcome.truncated,
                          isolated)
 
 
-def _run_bwrap(code: str, *, timeout_s: float) -> Outcome:
+def _run_bwrap(code: str, *, timeout_s: float, finish: _FinishChannel | None = None) -> Outcome:
     """The program inside bubblewrap; killing its pid-namespace init ends every process in it."""
-    proc, init = _start_bwrap(code, timeout_s=timeout_s)
+    proc, init = _start_bwrap(code, timeout_s=timeout_s, finish=finish)
     return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
                  kill=lambda: _kill_sandbox(proc, init))
 
@@ -176,7 +272,8 @@ class _Init:
     fd: int | None
 
 
-def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes], _Init | None]:
+def _start_bwrap(code: str, *, timeout_s: float,
+                 finish: _FinishChannel | None = None) -> tuple[subprocess.Popen[bytes], _Init | None]:
     """Start bwrap, hold its init (and map its user when we are root) before the program starts."""
     mapped = os.geteuid() == 0
     program_fd = os.memfd_create("dllm_viz_program")
@@ -187,12 +284,15 @@ def _start_bwrap(code: str, *, timeout_s: float) -> tuple[subprocess.Popen[bytes
         os.write(program_fd, code.encode("utf-8", "replace"))  # a lone surrogate fails the program, not us
         os.lseek(program_fd, 0, os.SEEK_SET)
         argv = bwrap.command(program_fd=program_fd, limits=rlimits(timeout_s), info_fd=info_w, block_fd=block_r,
-                             mapped=mapped)
+                             mapped=mapped, runner=finish.runner_args() if finish is not None else ())
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env={}, pass_fds=passed, start_new_session=True)
+                                env={}, pass_fds=passed + (finish.child_fds if finish is not None else ()),
+                                start_new_session=True)
         for fd in passed:
             os.close(fd)
         passed = ()
+        if finish is not None:
+            finish.close_child_fds()
         child_pid = bwrap.read_child_pid(info_r)
         if child_pid is not None:  # bwrap now waits on block_fd, so this pid is still its init's
             init = _Init(child_pid, _pidfd(child_pid))
@@ -239,7 +339,7 @@ def _kill_sandbox(proc: subprocess.Popen[bytes], init: _Init | None) -> None:
     _signal(os.killpg, proc.pid)
 
 
-def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
+def _run_unsafe(code: str, *, timeout_s: float, finish: _FinishChannel | None = None) -> Outcome:
     """The program as a plain subprocess: own session and process group, rlimits, bounded output."""
     limits = rlimits(timeout_s)
     # Outside a user namespace RLIMIT_NPROC counts every thread of the user: allow the program
@@ -252,9 +352,13 @@ def _run_unsafe(code: str, *, timeout_s: float) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp:
         script = Path(tmp) / "program.py"
         script.write_text(code, encoding="utf-8", errors="replace")
-        proc = subprocess.Popen([sys.executable, "-I", "-B", str(script)], cwd=tmp, env={},
+        runner = ["-c", *finish.runner_args()] if finish is not None else []
+        proc = subprocess.Popen([sys.executable, "-I", "-B", *runner, str(script)], cwd=tmp, env={},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: _set_limits(limits))
+                                start_new_session=True, preexec_fn=lambda: _set_limits(limits),
+                                pass_fds=finish.child_fds if finish is not None else ())
+        if finish is not None:
+            finish.close_child_fds()
         return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
                      kill=lambda: _signal(os.killpg, proc.pid))
 
