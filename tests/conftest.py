@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,17 @@ def tiny_controller_options(tiny_controller_files: dict[str, str]) -> dict[str, 
     from controller_factory import controller_options
 
     return controller_options(tiny_controller_files)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A unique string to put in spawned processes' argv; kills leftovers after the test."""
+    import os
+    import uuid
+
+    from processes import alive_with
+
+    mark = f"dllm-viz-sandbox-test-{uuid.uuid4().hex}"
+    yield mark
+    for pid in alive_with(mark):
+        os.kill(pid, 9)

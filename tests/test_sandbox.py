@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import alive_with
 
 from dllm_viz.tasks import bwrap, sandbox
 from dllm_viz.tasks.base import Problem
@@ -38,27 +39,6 @@ needs_bwrap = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
 
 def run(code: str, *, timeout_s: float = 5.0, unsafe: bool = False) -> sandbox.SandboxResult:
     return run_sandboxed(textwrap.dedent(code), timeout_s=timeout_s, unsafe=unsafe)
-
-
-def alive_with(marker: str) -> list[int]:
-    """Host pids whose command line contains `marker` (zombies have none, and are dead)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A unique string to put in spawned processes' argv; kills leftovers after the test."""
-    mark = f"dllm-viz-sandbox-test-{uuid.uuid4().hex}"
-    yield mark
-    for pid in alive_with(mark):
-        os.kill(pid, 9)
 
 
 @pytest.fixture

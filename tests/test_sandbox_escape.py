@@ -14,10 +14,10 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import alive_with
 
 from dllm_viz.tasks import sandbox
 from dllm_viz.tasks.base import Problem
@@ -49,25 +49,6 @@ def passes(completion: str, *, unsafe: bool = False) -> None:
     if not score_code(completion, unsafe=unsafe):
         result = run_sandboxed(CodeTask().program(CODE, completion), unsafe=unsafe, must_finish=True)
         pytest.fail(f"scored wrong: {result}")
-
-
-def alive_with(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    mark = f"dllm-viz-escape-test-{uuid.uuid4().hex}"
-    yield mark
-    for pid in alive_with(mark):
-        os.kill(pid, 9)
 
 
 # ---------------------------------------------------------------- honest programs still score as before
