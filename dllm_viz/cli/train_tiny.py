@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from dllm_viz.train.config import LOSS_WEIGHTINGS, PRECISIONS, DataConfig, ModelConfig, TrainConfig
@@ -235,15 +235,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# The flags whose values a resumed run takes from its checkpoint (`train` keeps the checkpoint's
-# model, data and seed), by config field; `hard_weights` is --hard-weight.
-MODEL_FLAGS = {"hidden_size": "--hidden-size", "num_layers": "--num-layers", "num_heads": "--num-heads",
-               "intermediate_size": "--intermediate-size"}
-DATA_FLAGS = {"batch_size": "--batch-size", "code_fraction": "--code-fraction", "hard_fraction": "--hard-fraction",
-              "focus_fraction": "--focus-fraction", "drill_every": "--drill-every",
-              "drill_batch_size": "--drill-batch-size", "drill_max_ops": "--drill-max-ops",
-              "list_drill_every": "--list-drill-every", "list_drill_batch_size": "--list-drill-batch-size",
-              "hard_weights": "--hard-weight"}
+def _flag(field_name: str) -> str:
+    """The command-line flag that sets a ModelConfig / DataConfig field (its name, dashed)."""
+    return "--hard-weight" if field_name == "hard_weights" else "--" + field_name.replace("_", "-")
 
 
 def _passed(config: TrainConfig) -> dict[str, tuple[str, object]]:
@@ -251,11 +245,11 @@ def _passed(config: TrainConfig) -> dict[str, tuple[str, object]]:
     line): field -> (flag, value). Each section is keyed by its own name ("model.hidden_size")."""
     default = TrainConfig()
     passed: dict[str, tuple[str, object]] = {}
-    for section, flags in (("model", MODEL_FLAGS), ("data", DATA_FLAGS)):
+    for section in ("model", "data"):  # a field no flag sets always holds its default: never listed
         mine, base = getattr(config, section), getattr(default, section)
-        for name, flag in flags.items():
+        for name in (f.name for f in fields(mine)):
             if getattr(mine, name) != getattr(base, name):
-                passed[f"{section}.{name}"] = (flag, getattr(mine, name))
+                passed[f"{section}.{name}"] = (_flag(name), getattr(mine, name))
     if config.seed != default.seed:
         passed["seed"] = ("--seed", config.seed)
     return passed
