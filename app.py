@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_ui.common import sidebar
-from app_ui.url_params import warn_dropped_params
+from app_ui.url_params import remember_page_params, restore_page_params, warn_dropped_params
 
 PAGES = (
     ("pages/decode.py", "Decode", ":material/play_arrow:"),
@@ -27,9 +27,13 @@ def run() -> None:
     st.set_page_config(page_title="dllm-viz", page_icon="🧩", layout="wide")
     pages = [st.Page(path, title=title, icon=icon, default=i == 0) for i, (path, title, icon) in enumerate(PAGES)]
     page = st.navigation(pages, position="top")
+    restore_page_params(page.url_path)  # browser Back: the settings the page was left with
     warn_dropped_params(page.url_path)  # before the bound widgets drop the bad values
     sidebar()
-    page.run()
+    try:
+        page.run()
+    finally:  # also when the page ends its run early (st.rerun, st.stop)
+        remember_page_params(page.url_path)
 
 
 run()

@@ -211,19 +211,67 @@ def warning_text(query: Mapping[str, str]) -> str | None:
             + "; ".join(dropped) + ".")
 
 
+def _widget_holds(key: str, text: str) -> bool:
+    """True when the session's widget `key` already holds the value `text` says: the user set it
+    here (a slider moved to 0), so it is no link's setting; the form's own error names the problem."""
+    if key not in st.session_state:
+        return False
+    value = st.session_state[key]
+    if isinstance(value, bool):
+        return text == str(value).lower()
+    if isinstance(value, (int, float)):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return value is not None and str(value) == text
+
+
 def warn_dropped_params(page: str) -> None:
     """Show the warning for this page's link; call before any bound widget exists (app.py).
 
     Streamlit strips the bad values on the first run, so the warning is remembered for the
-    page in session state and shown on its reruns until another page is opened.
+    page in session state and shown on its reruns until another page is opened or the user sets
+    one of the parameters it names (which puts it back into the address). A value a widget of
+    this session already holds is the user's own, not a link's: it is not named.
     """
-    text = warning_text(st.query_params.to_dict())
+    raw = st.query_params.to_dict()
+    query = {key: text for key, text in raw.items() if not _widget_holds(key, str(text))}
+    text = warning_text(query)
     remembered = st.session_state.get("_url_warning")
     if text is not None:
-        st.session_state["_url_warning"] = (page, text)
-    elif remembered is not None and remembered[0] == page:
+        st.session_state["_url_warning"] = (page, text, [p.split("=", 1)[0] for p in dropped_params(query)])
+    elif remembered is not None and remembered[0] == page and not set(remembered[2]) & set(raw):
         text = remembered[1]
     else:
         st.session_state.pop("_url_warning", None)
     if text is not None:
         st.warning(text, icon=":material/link_off:")
+
+
+_PAGE_QUERIES = "_page_queries"  # session state: page url path -> its query parameters at the end of its last run
+_LAST_PAGE = "_last_page"
+
+
+def restore_page_params(page: str) -> None:
+    """Give a page opened again in this session with a bare address the settings it was left with.
+
+    The browser's Back (or Forward) button onto a page goes to a history entry Streamlit left
+    without the page's query string, and the bound widgets then fall back to their defaults: a
+    tuned threshold silently went back to 0.9 after a visit to Compare. A page switch (the
+    previous run showed another page) that arrives with no parameters at all gets the ones the
+    page had when it was left (`remember_page_params`); call before any bound widget exists
+    (app.py); the page then runs again from the start. A link opened in the address bar starts a
+    new session, so it is never overridden.
+    """
+    last = st.session_state.get(_LAST_PAGE)
+    st.session_state[_LAST_PAGE] = page
+    kept = st.session_state.get(_PAGE_QUERIES, {}).get(page)
+    if last is not None and last != page and kept and not st.query_params.to_dict():
+        st.query_params.from_dict(kept)
+        st.rerun()  # bound widgets read the address a run starts with, as when a link is opened
+
+
+def remember_page_params(page: str) -> None:
+    """Keep `page`'s query parameters at the end of its run, for `restore_page_params`."""
+    st.session_state.setdefault(_PAGE_QUERIES, {})[page] = st.query_params.to_dict()

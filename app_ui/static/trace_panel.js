@@ -39,6 +39,13 @@ const CSS = `
 .dv-kalman { display: flex; flex-wrap: wrap; align-items: center; gap: 0.4rem; }
 .dv-kalman select { font: inherit; padding: 0.25rem; border-radius: 0.5rem; background: transparent; color: inherit; }
 .dv-hidden { display: none !important; }
+/* A phone (390 px): the heatmap and the summary one above the other, the numbers wrapped, so no
+   chart is squeezed to a third of its width and no number card runs off the screen. */
+@media (max-width: 640px) {
+  .dv-row { flex-direction: column; }
+  .dv-metrics { flex-wrap: wrap; }
+  .dv-metric { flex: 1 1 6.5rem; }
+}
 `;
 
 const SKELETON = `
