@@ -101,7 +101,7 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
             extra["help"] += ". Trained here: " + ", ".join(known[:3])
         return box.text_input(label, **initial(value=str(spec.default)), **extra)
     if _is_slider(spec):
-        return box.slider(label, 0.0, 1.0, step=0.01, **initial(value=float(first)), **extra)
+        return box.slider(label, *_slider_ends(spec), step=0.01, **initial(value=float(first)), **extra)
     bounds = _bounds(spec)
     if spec.kind is float:
         return box.number_input(label, **initial(value=None if first is None else float(first)), format="%.4g",
@@ -110,6 +110,20 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
         return box.number_input(label, **initial(value=None if first is None else int(first)), step=1,
                                 placeholder="default", **bounds, **extra)
     raise TypeError(f"no widget for field {spec.name!r} of type {spec.kind!r}; add one to app_ui/widgets.py")
+
+
+def _slider_ends(spec: Knob) -> tuple[float, float]:
+    """A unit slider's ends, one 0.01 step inside an open end of the knob's range: a slider that
+    reached a value the rule always refuses (threshold 0) offered an error as a setting. A link
+    with such a value is then named by the link warning (url_params), as any unusable value is."""
+    rng = spec.range
+    low = 0.0 if rng is None or rng.low is None else float(rng.low)
+    high = 1.0 if rng is None or rng.high is None else float(rng.high)
+    if rng is not None and not rng.low_closed:
+        low = round(low + 0.01, 2)
+    if rng is not None and not rng.high_closed:
+        high = round(high - 0.01, 2)
+    return low, high
 
 
 def _bounds(spec: Knob) -> dict[str, Any]:

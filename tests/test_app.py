@@ -215,7 +215,6 @@ def test_play_steps_on_each_tick_and_pause_stops(dirs: dict[str, Path]) -> None:
     (FAST, "   ", "prompt is empty"),
     (FAST, "x" * 5000, "shorten it to at most"),
     (FAST, "x" * 600, "exceeds the model's context"),
-    ({**FAST, "rule": "threshold", "threshold": "0.0"}, None, "`threshold` must be in (0, 1]"),
     ({"gen": "32", "block": "adablock", "delimiters": "\\x"}, None, "'\\\\x' holds a broken escape"),
     ({"gen": "32", "block": "aligned", "block_length": "1024"}, None, "+ padding to whole blocks of 1024"),
 ])
@@ -229,6 +228,16 @@ def test_bad_input_shows_an_error_and_the_page_survives(dirs: dict[str, Path], q
     assert "trace" not in at.session_state
     at.text_area(key=f"prompt_{DEFAULT_SAMPLE}").set_value("What is 3 + 4?").run()
     assert not at.exception
+
+
+def test_a_unit_slider_stops_inside_an_open_end_and_a_link_beyond_it_is_named(dirs: dict[str, Path]) -> None:
+    """threshold is in (0, 1]: the slider used to reach 0.00, a setting the rule always refuses."""
+    at = open_app(query={**FAST, "rule": "threshold"})
+    assert (at.slider(key="threshold").min, at.slider(key="threshold").max) == (0.01, 1.0)
+    at = open_app(query={**FAST, "rule": "threshold", "threshold": "0.0"})
+    assert any("threshold='0.0'" in w.value and "must be in (0, 1]" in w.value for w in at.warning), at.warning
+    assert at.slider(key="threshold").value == 0.9 and not errors(at)
+    assert click(at, "run").session_state["trace"].meta.pipeline["rule"]["threshold"] == 0.9
 
 
 def test_missing_controller_weights_show_an_error(dirs: dict[str, Path]) -> None:

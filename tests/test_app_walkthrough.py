@@ -15,18 +15,19 @@ def link_warnings(at: object) -> list[str]:
     return [w.value for w in at.warning if "This link has settings" in w.value]  # type: ignore[attr-defined]
 
 
-def test_a_value_set_with_a_slider_is_not_called_a_bad_link() -> None:
-    """Moving the threshold slider to 0.00 (which the rule refuses) showed "This link has settings the
-    page cannot use" though no link was opened, and the warning stayed after the slider moved on."""
-    at = open_app()
-    at.slider(key="threshold").set_value(0.0).run()
-    at.query_params["threshold"] = "0"  # what the bound slider writes into the browser's address
+def test_a_value_set_in_a_form_is_not_called_a_bad_link() -> None:
+    """Setting a field to a value its rule refuses (the threshold slider at 0.00 then; Dream's eps,
+    open at 0, typed as 0 now) showed "This link has settings the page cannot use" though no link
+    was opened, and the warning stayed after the value moved on."""
+    at = open_app(query={"rule": "dream"})
+    at.number_input(key="eps").set_value(0.0).run()
+    at.query_params["eps"] = "0.0"  # what the bound widget writes into the browser's address
     at.run()
     assert not link_warnings(at)
     step(at)
-    assert any("must be in (0, 1]" in e for e in errors(at)), errors(at)  # the form's own, clear error
-    at.slider(key="threshold").set_value(0.5).run()
-    at.query_params["threshold"] = "0.5"
+    assert any("must be in (0, 1)" in e for e in errors(at)), errors(at)  # the form's own, clear error
+    at.number_input(key="eps").set_value(0.01).run()
+    at.query_params["eps"] = "0.01"
     at.run()
     assert not link_warnings(at)
 
