@@ -11,6 +11,7 @@ import difflib
 import html
 import math
 import os
+import re
 import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,9 @@ MODELS_DIR_ENV = "DLLM_VIZ_MODELS_DIR"
 # The policy fields that name weight files, and the controller kind each must hold.
 WEIGHT_KINDS = {"controller_weights": "tspd", "filter_weights": "learn2pd"}
 MAX_PROMPT_CHARS = 4000
+# A typed file name (Traces' Save, Train's Save as): a longer one made the file system refuse it
+# (ENAMETOOLONG) and the page showed Streamlit's redacted exception instead of a message.
+MAX_FILE_NAME = 100
 TEMPERATURE_MAX = 10.0  # the sidebar's range; the engine takes any finite value >= 0
 OWN_PROMPT = "(type your own)"
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
@@ -283,6 +287,17 @@ def check_prompt(text: str | None) -> str:
     if len(text) > MAX_PROMPT_CHARS:
         raise PromptError(f"the prompt has {len(text)} characters; shorten it to at most {MAX_PROMPT_CHARS}")
     return text
+
+
+def file_name_problem(name: str) -> str | None:
+    """Why `name` (no extension) cannot be a file name in the app's folders, or None when it can."""
+    if not re.fullmatch(r"[\w.-]+", name) or name in (".", ".."):
+        return f"the file name {name!r} is not usable; use letters, digits, '_', '-' or '.'"
+    if len(name) > MAX_FILE_NAME:
+        return f"the file name has {len(name)} characters; use at most {MAX_FILE_NAME}"
+    if len(name.encode()) > 2 * MAX_FILE_NAME:  # the file system counts bytes: 名 is 3
+        return f"the file name is {len(name.encode())} bytes in UTF-8, too long for the disk; shorten it"
+    return None
 
 
 def prompt_input(prefix: str = "", *, bind: bool = False) -> str:

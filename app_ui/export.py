@@ -29,7 +29,10 @@ def npz_bytes(trace: Trace) -> bytes:
 def uploaded_trace(data: bytes, name: str) -> Trace:
     """Read an uploaded .npz trace; raises TraceFileError (naming `name`) if it is not one."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / Path(name).name
+        # The browser's file name, where the disk takes it (errors name it); else a plain one: a name
+        # of 86+ CJK characters (over 255 bytes) raised ENAMETOOLONG, an empty one IsADirectoryError.
+        base = Path(name).name
+        path = Path(tmp) / (base if base not in ("", ".", "..") and len(base.encode()) <= 200 else "upload.npz")
         path.write_bytes(data)
         return load_trace(path)
 

@@ -79,6 +79,9 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
 
     The row list is stored before the first decode and filled in place, so a click that stops
     the run (Streamlit then refuses further session-state writes from it) keeps every row so far.
+    The same run started again after an interruption (a page switch, a click) resumes: the kept
+    rows are not decoded again (`run_bench`'s `finished`). It used to start over from the first
+    problem.
     """
     try:
         require_code_sandbox(problems)  # the app never offers the unsafe fallback
@@ -87,25 +90,52 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
                  "install bubblewrap there (apt-get install bubblewrap) and restart the app.")
         return
     total = max(len(problems) * len(configs), 1)
-    rows: list[dict[str, Any]] = []
+    plan = repr((sorted((label, pipe.label) for label, pipe in configs.items()),
+                 [p.problem_id for p in problems], config, adapter.info))
+    kept = st.session_state.get(key) or []
+    same = st.session_state.get(f"{key}_plan") == plan and 0 < len(kept) < total
+    rows: list[dict[str, Any]] = list(kept) if same else []
     st.session_state[key] = rows
-    bar = st.progress(0.0, text="starting")
+    st.session_state[f"{key}_plan"] = plan
+    st.session_state[f"{key}_total"] = total
+    st.session_state[f"{key}_configs"] = len(configs)
+    if same:
+        st.info(f"Resuming the interrupted run: {len(rows)} of {total} runs were kept and are not decoded again.")
+    bar = st.progress(len(rows) / total, text="starting")
 
     def on_row(row: dict[str, Any]) -> None:
         rows.append(row)
         bar.progress(len(rows) / total, text=f"{len(rows)}/{total}: {row['config']}")  # a yield point
 
     with model_turn():
-        run_bench(adapter, problems, configs, config, on_row=on_row)
+        run_bench(adapter, problems, configs, config, on_row=on_row,
+                  finished=pd.DataFrame(rows, columns=list(ROW_COLUMNS)) if rows else None)
     bar.empty()
 
 
 def sweep_rows(key: str) -> pd.DataFrame | None:
-    """The rows stored under `key` as bench's DataFrame, or None if there is no dense row yet."""
+    """The rows stored under `key` as bench's DataFrame, or None if there is no dense row yet.
+
+    After an interruption only the problems every configuration finished are kept, under a warning
+    that says so: the summary of a stopped run read as if over the whole prompt set, and compared
+    configurations over different problems.
+    """
     rows = st.session_state.get(key)
     if not rows or not any(r["config"] == "dense" for r in rows):
         return None
-    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+    total = st.session_state.get(f"{key}_total", len(rows))
+    if len(rows) < total:
+        configs = int(st.session_state.get(f"{key}_configs", frame["config"].nunique()))
+        counts = frame.groupby("problem_id", sort=False)["config"].nunique()
+        whole = [p for p, n in counts.items() if n == configs]
+        problems = total // max(configs, 1)
+        st.warning(f"Interrupted: {len(rows)} of {total} runs finished. The table and chart cover the {len(whole)} "
+                   f"of {problems} problems every configuration finished; run again to resume.")
+        frame = frame[frame["problem_id"].isin(whole)]
+        if frame.empty:
+            return None
+    return frame
 
 
 def summary_table(summary: pd.DataFrame, key: str) -> None:

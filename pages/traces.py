@@ -8,14 +8,13 @@ deleting asks first.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from urllib.parse import urlencode
 
 import streamlit as st
 
 from app_ui.branch import saved_trace_branch_panel
-from app_ui.common import current_model, require_app_frame, set_trace, share_query, trace_dir
+from app_ui.common import current_model, file_name_problem, require_app_frame, set_trace, share_query, trace_dir
 from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
 from app_ui.trace_panel import trace_panel
 from dllm_viz import figures
@@ -33,7 +32,8 @@ try:
 except OutsideRootError as exc:
     st.error(f"{exc}; showing the trace library itself.")
     folder = trace_dir()
-shown_folder = relative_name(folder, trace_dir())
+# The library itself was shown as "." ("Library: 3 traces in .", "Saved x.npz in .").
+shown_folder = "the trace library" if (relative := relative_name(folder, trace_dir())) == "." else relative
 
 with st.expander("Save a trace from this session", expanded=True):
     current = session_traces(st.session_state)
@@ -44,9 +44,10 @@ with st.expander("Save a trace from this session", expanded=True):
         label = left.selectbox("Trace", list(current), key="traces_pick")
         name = right.text_input("File name", key="traces_name", placeholder="e.g. threshold-0.9")
         if st.button("Save", key="traces_save", type="primary"):
-            target = folder / f"{(name or '').removesuffix('.npz')}.npz"
-            if not re.fullmatch(r"[\w.-]+", (name or "").removesuffix(".npz")):
-                st.error(f"The file name {name!r} is not usable; use letters, digits, '_', '-' or '.'.")
+            stem = (name or "").strip().removesuffix(".npz")
+            target = folder / f"{stem}.npz"
+            if (problem := file_name_problem(stem)) is not None:
+                st.error(f"Not saved: {problem}.")
             else:
                 try:
                     st.success(f"Saved {current[label].save(target, overwrite=False).name} in {shown_folder}")

@@ -7,13 +7,19 @@ controller directory, and hands a chosen file to the Decode page.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from app_ui.common import canvas_limit, controller_dir, current_model, model_turn, require_app_frame
+from app_ui.common import (
+    canvas_limit,
+    controller_dir,
+    current_model,
+    file_name_problem,
+    model_turn,
+    require_app_frame,
+)
 from app_ui.widgets import gen_length_input, trained_controllers
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
@@ -40,8 +46,15 @@ gen_length = gen_length_input("train_gen", default=64, container=a, limit=canvas
 block_length = int(b.number_input("Block length", 1, 256, 32 if gen_length >= 32 else gen_length, key="train_block"))
 hidden = int(c.number_input("Hidden units", 4, 512, 32, key="train_hidden", disabled=kind != "tspd"))
 lr = float(d.number_input("Learning rate", 1e-5, 1.0, 1e-3, format="%.5f", key="train_lr"))
-name = st.text_input("Save as", f"{kind}_{task}_{prompts}", key=f"train_name_{kind}",
+# The suggested name follows the settings until the user types one: it kept the first suggestion
+# ("tspd_arith_8" for a controller trained on 2 prompts), and a second Train was refused as a repeat.
+name_key, suggested = f"train_name_{kind}", f"{kind}_{task}_{prompts}"
+if name_key not in st.session_state or st.session_state[name_key] == st.session_state.get(f"{name_key}_suggested"):
+    st.session_state[name_key] = suggested
+st.session_state[f"{name_key}_suggested"] = suggested
+name = st.text_input("Save as", key=name_key,
                      help="file name (no extension) in the app's controller folder ($DLLM_VIZ_CONTROLLER_DIR)")
+name = (name or "").strip().removesuffix(".safetensors")
 
 
 def train(adapter: ModelAdapter) -> None:
@@ -83,8 +96,8 @@ def use(path: str, which: str) -> None:
 
 if st.button("Train", type="primary", key="train_run", disabled=adapter is None) and adapter is not None:
     try:
-        if not re.fullmatch(r"[\w.-]+", name or ""):
-            raise ValueError(f"the name {name!r} is not a plain file name; use letters, digits, '_', '-' or '.'")
+        if (problem := file_name_problem(name)) is not None:  # also a name too long for the disk
+            raise ValueError(problem)
         if gen_length % block_length:
             raise ValueError(f"block length {block_length} must divide gen length {gen_length}")
         # Like Traces' Save, never replace a file: a second Train under the same default name used to

@@ -57,9 +57,11 @@ mode = st.segmented_control("Mode", list(TUNE_MODES), default="by eye", required
                             bind="query-params")
 adapter = current_model()
 prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
-left, mid, right = st.columns([2, 1, 1])
-rule = left.segmented_control("Commit rule", list(TUNE_RULES), default=TUNE_DEFAULT_RULE, required=True,
-                              key="tune_rule", bind="query-params")
+# The rule picker has a row of its own: in a half-width column it scrolled its 7 names sideways, cut
+# ('ra' for 'cora' at 1400 px, '…ed_steps' at 1024 px).
+rule = st.segmented_control("Commit rule", list(TUNE_RULES), default=TUNE_DEFAULT_RULE, required=True,
+                         key="tune_rule", bind="query-params")
+mid, right, _ = st.columns([1, 1, 2])
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
 # A block-causal model's own block length is its natural window (policies.defaults); else 32.
 natural_block = policy_defaults(adapter.info.block_length if adapter else None).options.get("block_length", 32)
