@@ -31,10 +31,14 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
         TraceSaveError: `path` exists and `overwrite` is False, is a directory, its folder is
             a file or cannot be created, or the write failed (disk full, permission denied).
     """
-    if path.is_dir():
+    try:  # a name too long for the file system (ENAMETOOLONG) fails already here, not at the write
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:
+        raise TraceSaveError(_os_message(path, exc)) from None
+    if is_dir:
         raise TraceSaveError(f"{str(path)!r} is a directory; save to a file inside it, "
                              f"e.g. {str(path / 'trace.npz')!r}")
-    if not overwrite and path.exists():
+    if not overwrite and exists:
         raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
                              "told to overwrite it)")
     _make_folder(path.parent)
@@ -96,4 +100,7 @@ def _os_message(path: Path, exc: OSError) -> str:
         return f"cannot write {str(path)!r} (permission denied or read-only); choose a folder you can write to"
     if isinstance(exc, IsADirectoryError):
         return f"{str(path)!r} is a directory; save to a file inside it"
+    if exc.errno == errno.ENAMETOOLONG:
+        size = len(path.name.encode())
+        return f"the file name {path.name[:40]!r}... is too long for the disk ({size} bytes); shorten it"
     return f"cannot write {str(path)!r} ({exc.strerror or exc.__class__.__name__}); choose another path"

@@ -14,7 +14,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.policies import Pipeline
 from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS
-from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, load_trace
+from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, TraceSaveError, load_trace
 from dllm_viz.trace_meta import TraceMeta
 
 
@@ -77,6 +77,13 @@ def test_derived_views(trace: Trace) -> None:
     assert set(trace.commit_reason.tolist()) <= set(range(len(trace.meta.reason_names)))
     assert trace.token_text(int(trace.final_tokens[0])).startswith("t")
     assert trace.meta.stop_reason == "complete"
+
+
+def test_a_name_too_long_for_the_disk_is_a_save_error(trace: Trace, tmp_path: Path) -> None:
+    """path.is_dir() raised ENAMETOOLONG past TraceSaveError (the app showed Streamlit's exception)."""
+    with pytest.raises(TraceSaveError, match="too long for the disk"):
+        trace.save(tmp_path / ("名" * 90 + ".npz"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_save_adds_npz_suffix(trace: Trace, tmp_path: Path) -> None:
