@@ -423,10 +423,26 @@ def edits_note(trace: Trace) -> str | None:
             f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left).")
 
 
+METRIC_CARD_WIDTH = 172  # px: five to a row in a 1400-px window's ~940 px, three at 1024 px's ~560
+
+
+def metric_row() -> Any:
+    """A row for st.metric cards that wraps onto more rows where they do not fit.
+
+    In st.columns(5) every card got a fifth of the row whatever the window, ~100 px at 1024 px,
+    and cut its label and value ("Polic…", "0.…" for the time, "2…" for tokens/s). Write the cards
+    into it with a width in pixels (METRIC_CARD_WIDTH): a 1400-px window keeps its one row, a
+    narrower one wraps the last cards onto a second row.
+    """
+    return st.container(horizontal=True, wrap=True, gap="small")
+
+
 def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
     """`metric_cards` as a row of st.metric, and what block refinement edited (if it did)."""
-    for column, card in zip(st.columns(5), metric_cards(trace, baseline=baseline), strict=True):
-        column.metric(card.label, card.value, delta=card.delta, delta_color="off", border=True, help=card.help)
+    row = metric_row()
+    for card in metric_cards(trace, baseline=baseline):
+        row.metric(card.label, card.value, delta=card.delta, delta_color="off", border=True, help=card.help,
+                   width=METRIC_CARD_WIDTH)
     if note := edits_note(trace):
         st.caption(note)
 

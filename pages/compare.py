@@ -48,13 +48,18 @@ st.caption("Several policies on the same prompt and seed, each against the dense
 mode = st.segmented_control("Compare on", list(COMPARE_MODES), default="one prompt", required=True,
                             key="cmp_mode", bind="query-params")
 adapter = current_model()
-left, right = st.columns([3, 1])
-with left:
-    prompt = prompt_input("cmp_", bind=True) if mode == "one prompt" else None
-gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=right,
+if mode == "one prompt":  # the prompt, with the canvas and count beside it
+    left, right = st.columns([3, 1])
+    with left:
+        prompt = prompt_input("cmp_", bind=True)
+    gen_box = count_box = right
+else:  # no prompt: the two side by side (the slider sat alone in a right column beside an empty one)
+    prompt = None
+    gen_box, count_box = st.columns(2)
+gen_length = gen_length_input("cmp_gen", default=64, bind=True, container=gen_box,
                               limit=canvas_limit(adapter, prompt))
-count = int(right.segmented_control("Configurations", list(CONFIG_COUNTS), default=2, required=True, key="cmp_n",
-                                    bind="query-params") or 2)
+count = int(count_box.segmented_control("Configurations", list(CONFIG_COUNTS), default=2, required=True,
+                                        key="cmp_n", bind="query-params") or 2)
 specs = []
 for i, tab in enumerate(st.tabs([f"Configuration {i + 1}" for i in range(count)])):
     with tab:

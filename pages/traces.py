@@ -17,6 +17,7 @@ from app_ui.branch import saved_trace_branch_panel
 from app_ui.common import current_model, file_name_problem, require_app_frame, set_trace, share_query, trace_dir
 from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
 from app_ui.trace_panel import trace_panel
+from app_ui.upload_note import upload_message
 from dllm_viz import figures
 from dllm_viz.roots import OutsideRootError, inside, redact, relative_name
 from dllm_viz.trace import Trace, TraceFileError, TraceSaveError, load_trace
@@ -56,13 +57,16 @@ with st.expander("Save a trace from this session", expanded=True):
 
 with st.expander("Open a trace file from your computer"):
     upload = st.file_uploader("A .npz trace", type=["npz"], key="traces_upload")
+    # A file the uploader rejects itself (wrong extension, too large) reruns nothing: the message
+    # about the previous file hides in the browser instead of staying under the new one's error.
+    message = upload_message("traces_upload")
     if upload is not None and st.session_state.get("traces_upload_id") != upload.file_id:
         st.session_state["traces_upload_id"] = upload.file_id
         try:
             set_trace(uploaded_trace(upload.getvalue(), upload.name), key="traces_loaded")
-            st.success(f"Loaded {upload.name}; it is shown below.")
+            message.success(f"Loaded {upload.name}; it is shown below.")
         except TraceFileError as exc:
-            st.error(f"Could not read the uploaded file: {exc}")
+            message.error(f"Could not read the uploaded file: {exc}")
 
 files = trace_files(folder)
 st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {shown_folder}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from app_ui.common import (
@@ -21,6 +20,7 @@ from app_ui.common import (
     require_app_frame,
 )
 from app_ui.widgets import gen_length_input, trained_controllers
+from dllm_viz import figures
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.roots import relative_name
@@ -67,9 +67,12 @@ def train(adapter: ModelAdapter) -> None:
 
     def on_progress(progress: TrainProgress) -> None:  # every call is a yield point: a click stops training here
         if progress.stage == "epoch":
-            history.append({"fit": progress.fit_round * epochs + progress.done, "train loss": progress.loss,
+            history.append({"epoch": progress.fit_round * epochs + progress.done, "train loss": progress.loss,
                             "val precision": progress.precision, "val recall": progress.recall})
-            chart.line_chart(pd.DataFrame(history).set_index("fit"))
+            # Plotly, not st.line_chart: a 1-epoch run's single point was a line with no marker
+            # (an empty chart) over an axis labelled "1.000000".
+            chart.plotly_chart(figures.training_curves(history, title="Training loss and validation"),
+                               key=f"train_curves_{len(history)}", theme=None)
             bar.progress(progress.done / progress.total, text=progress.message())
         else:
             bar.progress(progress.done / max(progress.total, 1), text=progress.message())

@@ -22,6 +22,7 @@ from app_ui.common import (
     decode_config,
     decode_with_bar,
     diff_html,
+    metric_row,
     metrics_row,
     prompt_input,
     require_app_frame,
@@ -50,6 +51,8 @@ from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.defaults import policy_defaults
 from dllm_viz.replay import agreement, replay, replay_signature
 from dllm_viz.tasks import TASKS
+
+REPLAY_CARD_WIDTH = 220  # px: "Matches the dense endpoint" whole
 
 require_app_frame()
 st.title("Tune")
@@ -131,15 +134,19 @@ def replay_view() -> None:
     st.subheader(f"Replay of {pipe.label} over the dense trace")
     same = agreement(virtual, dense)
     verdict = sample_verdict(virtual)  # on a bundled sample: is the replayed answer right?
-    a, b, c, *d = st.columns(3 if verdict is None else 4)
-    a.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
-             border=True)
-    b.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
-             delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True)
-    c.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True)
-    if d:
-        d[0].metric("Answer", str(verdict), delta=f"dense: {sample_verdict(dense)}", delta_color="off",
-                    delta_arrow="off", border=True, help="the replayed answer marked by the sample's task scorer")
+    # Cards of a fixed width in a wrapping row (metric_row): in st.columns(4) a 1024-px window cut
+    # them to "Matches the d…" and "wro…"; wide enough for the longest label, four to a 1400-px row.
+    row, width = metric_row(), REPLAY_CARD_WIDTH
+    row.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
+               border=True, width=width)
+    row.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
+               delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True,
+               width=width)
+    row.metric("Tokens per step", f"{virtual.summary()['tokens_per_step']:.2f}", border=True, width=width)
+    if verdict is not None:
+        row.metric("Answer", str(verdict), delta=f"dense: {sample_verdict(dense)}", delta_color="off",
+                   delta_arrow="off", border=True, help="the replayed answer marked by the sample's task scorer",
+                   width=width)
     with st.expander(f"Dense output (NFE {dense.nfe}), the reference for the highlighted differences", expanded=True):
         st.code(dense.meta.answer_text or " ", language=None, wrap_lines=True)
     warn_if_cut_off(dense, "dense")
@@ -150,7 +157,7 @@ def replay_view() -> None:
     x, y = st.columns(2)  # live charts: a slider move redraws them in place (app_ui.live_chart)
     with x:
         live_chart(cached_figure("tune_heat", drawn, lambda: figures.confidence_heatmap(
-            virtual, title="Replayed commits over the dense statistics")), key="tune_heat")
+            virtual, title="Replayed commits<br><sup>over the dense statistics</sup>")), key="tune_heat")
     with y:
         live_chart(cached_figure("tune_series", drawn, lambda: figures.step_series_lines(
             [dense, virtual], series="committed_fraction", x="step")), key="tune_series")

@@ -37,6 +37,7 @@ from dllm_viz.figures.refinement import (
 from dllm_viz.figures.runs import CandidateRuns, candidate_runs, persistence_runs_bar
 from dllm_viz.figures.summary import step_series, step_summary_strip
 from dllm_viz.figures.tokens import commit_order_heatmap, output_text, token_states, token_strip, token_strip_html
+from dllm_viz.figures.training import training_curves
 from dllm_viz.figures.views import VIEWS, View, views_for
 from dllm_viz.figures.volatility import (
     VOLATILITY_NEEDS,
@@ -83,6 +84,7 @@ __all__ = [
     "token_states",
     "token_strip",
     "token_strip_html",
+    "training_curves",
     "tspd_gate_heatmap",
     "views_for",
     "volatility_band_heatmap",

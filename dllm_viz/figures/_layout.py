@@ -153,11 +153,18 @@ def titled(what: str, *details: str) -> str:
     return f"{what}<br><sup>{' · '.join(shown)}</sup>" if shown else what
 
 
+# The legend sits at the bottom of the whole figure (container coordinates), under the x-axis
+# title: plotly pushes the bottom margin to fit both. A legend at paper y=-0.15 was placed a fixed
+# fraction of the plot's height below it, and covered the axis title ("position" behind "commit"
+# at 1400 px, worse in a narrow column).
+BOTTOM_LEGEND: dict[str, Any] = {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0}
+
+
 def finish_options(title: str, height: int | None = None) -> dict[str, Any]:
     """The shared look of every figure: margins, title, legend placement and the white template."""
     return {"title": {"text": title, "x": 0.01, "xanchor": "left"}, "template": TEMPLATE,
             "margin": {"l": 60, "r": 20, "t": 80 if "<br>" in title else 60, "b": 60},
-            "legend": {"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0}, "height": height}
+            "legend": BOTTOM_LEGEND, "height": height}
 
 
 def merged(base: dict[str, Any], *updates: dict[str, Any]) -> dict[str, Any]:

@@ -45,5 +45,4 @@ def branch_divergence_line(divergence: np.ndarray, *, fork_step: int, nfe: tuple
                   annotation_text=f"fork at step {fork_step}", annotation_position="top left")
     fig.update_layout(xaxis=axis("step (shared by both branches)", **step_ticks(int(steps.size))),
                       yaxis=axis("positions that differ", rangemode="tozero"))
-    finish_layout(fig, title=title or "Where the branches part")
-    return fig.update_layout(legend_y=-0.25)
+    return finish_layout(fig, title=title or "Where the branches part")  # legend under the axis title

@@ -108,8 +108,7 @@ def step_series_lines(traces: Sequence[Trace], *, series: str = "committed_fract
                                 hovertemplate=f"{label}<br>{x} %{{x:.2f}}<br>{series} %{{y:.3f}}<extra></extra>"))
     x_title = "decode progress (step / NFE)" if x == "progress" else "step"
     return figure(lines, title=title or f"{series.replace('_', ' ').capitalize()} over decoding",
-                  hovermode="x unified", xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")),
-                  legend={"y": -0.25})  # below the x-axis title, which the shared -0.15 overlapped
+                  hovermode="x unified", xaxis=axis(x_title), yaxis=axis(series.replace("_", " ")))
 
 
 def nfe_bar(traces: Sequence[Trace], *, title: str | None = None) -> go.Figure:
