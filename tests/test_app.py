@@ -419,14 +419,19 @@ def test_sweep_plots_nfe_against_accuracy(dirs: dict[str, Path]) -> None:
 
 # ---- Train --------------------------------------------------------------------------------
 
-def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path]) -> None:
+def train_small(epochs: int) -> AppTest:
+    """The Train page after training a tiny controller: 2 prompts, gen 16, 8 hidden units."""
     at = open_app("train")
     at.number_input(key="train_prompts").set_value(2).run()
-    at.number_input(key="train_epochs").set_value(2).run()
+    at.number_input(key="train_epochs").set_value(epochs).run()
     at.select_slider(key="train_gen").set_value(16).run()
     at.number_input(key="train_block").set_value(16).run()
     at.number_input(key="train_hidden").set_value(8).run()
-    click(at, "train_run")
+    return click(at, "train_run")
+
+
+def test_train_saves_a_controller_the_decode_page_can_use(dirs: dict[str, Path]) -> None:
+    at = train_small(epochs=2)
     path, card = at.session_state["train_result"]
     assert Path(path).is_file() and card["kind"] == "tspd" and len(card["train_loss"]) == 2
     assert metrics(at)["Final train loss"] == f"{card['train_loss'][-1]:.4f}"

@@ -6,20 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_app import click, dirs, open_app  # noqa: F401  (dirs: the fixture)
+from test_app import dirs as dirs  # the fixture
+from test_app import open_app, train_small
 from trace_factory import make_trace
 
 
-def test_a_one_epoch_training_run_draws_its_point_on_whole_epoch_ticks(dirs: dict[str, Path]) -> None:  # noqa: F811
+def test_a_one_epoch_training_run_draws_its_point_on_whole_epoch_ticks(dirs: dict[str, Path]) -> None:
     """st.line_chart drew a 1-epoch run's single point as a line with no marker (an empty chart)
     over an x-axis labelled "1.000000"."""
-    at = open_app("train")
-    at.number_input(key="train_prompts").set_value(2).run()
-    at.number_input(key="train_epochs").set_value(1).run()
-    at.select_slider(key="train_gen").set_value(16).run()
-    at.number_input(key="train_block").set_value(16).run()
-    at.number_input(key="train_hidden").set_value(8).run()
-    click(at, "train_run")
+    at = train_small(epochs=1)
     assert "train_result" in at.session_state
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     curves = next(c for c in charts if c["layout"]["title"]["text"].startswith("Training"))
@@ -30,7 +25,7 @@ def test_a_one_epoch_training_run_draws_its_point_on_whole_epoch_ticks(dirs: dic
     assert not at.get("arrow_vega_lite_chart")
 
 
-def test_compares_prompt_set_mode_puts_gen_length_beside_the_configuration_count(dirs: dict[str, Path]) -> None:  # noqa: F811
+def test_compares_prompt_set_mode_puts_gen_length_beside_the_configuration_count(dirs: dict[str, Path]) -> None:
     """With no prompt, the Gen length slider sat alone in a right-hand column beside an empty one."""
     at = open_app("compare")
     at.segmented_control(key="cmp_mode").set_value("a prompt set").run()
