@@ -78,6 +78,13 @@ if (block_problem := block_length_problem(BLOCKS["fixed"], block_length, gen_len
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
 
 
+# Why the replay's NFE can sit far from a real run's (a cold demo notices: hard/breadth-1, gen 32,
+# threshold 0.9 replayed 23 passes where the real run took 10).
+REPLAY_HELP = ("Read from the dense run's confidences, which rise as dense commits one token a pass. A real run "
+               "commits several tokens at once, so its model sees them sooner and grows confident (or not) on "
+               "its own schedule: its NFE can differ a lot. Verify runs it for real.")
+
+
 def pipeline(options: dict, length: int) -> Pipeline | None:
     """The chosen rule (+ CE) in fixed blocks, checked against the `length` positions it will decode
     (the recorded dense trace's, which the Gen length slider no longer changes), or None after
@@ -138,7 +145,7 @@ def replay_view() -> None:
     # them to "Matches the d…" and "wro…"; wide enough for the longest label, four to a 1400-px row.
     row, width = metric_row(), REPLAY_CARD_WIDTH
     row.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
-               border=True, width=width)
+               border=True, width=width, help=REPLAY_HELP)
     row.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
                delta="identical" if same == dense.gen_length else "differs", delta_color="off", border=True,
                width=width)
