@@ -299,7 +299,8 @@ def test_block_passes_refuses_bad_options_before_loading(monkeypatch: pytest.Mon
                                                          message: str) -> None:
     """Was: a traceback (after loading the model), or a ZeroDivisionError after decoding nothing."""
     script = tool("block_passes")
-    monkeypatch.setattr(script, "load", lambda name: pytest.fail("loaded the model before checking the options"))
+    monkeypatch.setattr(script, "load_or_exit",
+                        lambda name, **_: pytest.fail("loaded the model before checking the options"))
     with pytest.raises(SystemExit, match=f"^error: {message}"):
         script.main(argv)
 
@@ -316,6 +317,7 @@ def test_ce_fires_refuses_bad_options_before_loading(monkeypatch: pytest.MonkeyP
     """Was: a traceback once the model had loaded and the rules before the bad one had decoded
     (minutes), a ZeroDivisionError for --n 0, or "names two extrapolates" for a rule with +kalman."""
     script = tool("ce_fires")
-    monkeypatch.setattr(script, "load", lambda name: pytest.fail("loaded the model before checking the options"))
+    monkeypatch.setattr(script, "load_or_exit",
+                        lambda name, **_: pytest.fail("loaded the model before checking the options"))
     with pytest.raises(SystemExit, match=f"^error: {message}"):
         script.main(argv)

@@ -24,12 +24,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from model_arg import load_or_exit  # tools/ is not a package: found through sys.path
 
 from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import tail_redundant_share, wasted_refinement_fraction
 from dllm_viz.evaluation import heldout_problems, run_problem
-from dllm_viz.models import ModelAdapter, ModelLoadError, load
 from dllm_viz.policies import Pipeline
 from dllm_viz.tasks import Problem
 from dllm_viz.trace import Trace
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pipeline, config, problems = checked(args)
     torch.set_num_threads(1)  # one process a core, as the bench's `--threads 1`
-    adapter = load_model(args.model)
+    adapter = load_or_exit(args.model)
     answer, eos, redundant, redundant_answer, tail, correct, nfe, tokens = [], [], [], [], [], [], [], []
     for problem in problems:
         result, trace = run_problem(adapter, problem, pipeline, config)
@@ -107,13 +109,6 @@ def checked(args: argparse.Namespace) -> tuple[Pipeline, DecodeConfig, list[Prob
         raise SystemExit(f"error: --tasks {args.tasks!r}: {exc}") from None
     return pipeline, config, problems
 
-
-def load_model(name: str) -> ModelAdapter:
-    """`load(name)`, a name that is no model refused in one line (as `python -m dllm_viz` does)."""
-    try:
-        return load(name)
-    except ModelLoadError as exc:
-        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -23,11 +23,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from model_arg import load_or_exit  # tools/ is not a package: found through sys.path
 
 from dllm_viz.bench import parse_config
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import heldout_problems, run_problem
-from dllm_viz.models import ModelAdapter, ModelLoadError, load
+from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.extras import CE_EARLY
 from dllm_viz.tasks import Problem
 from dllm_viz.trace import Trace
@@ -86,10 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rules, config = checked(args)
     torch.set_num_threads(1)
-    try:
-        adapter = load(args.model)
-    except ModelLoadError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    adapter = load_or_exit(args.model)
     problems = heldout_problems("hard/chain", args.n) + heldout_problems("hard/breadth", args.n)
     for rule in rules:
         print(measure(adapter, problems, rule, config, args.block_length).line(), flush=True)

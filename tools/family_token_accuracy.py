@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dllm_viz import load
-from dllm_viz.models import ModelLoadError
+from model_arg import load_or_exit  # tools/ is not a package: found through sys.path
+
 from dllm_viz.tasks import get_task
 from dllm_viz.tasks.hard_split import HARD_FAMILIES
 
@@ -35,10 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="a model name (e.g. tiny) or export directory")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    try:
-        adapter = load(args.model, device="cpu")
-    except ModelLoadError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    adapter = load_or_exit(args.model, device="cpu")
     mask, eos = adapter.info.mask_token_id, adapter.info.eos_token_id
     rng = random.Random(0)
     for name, _ in HARD_FAMILIES:

@@ -24,11 +24,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from model_arg import load_or_exit  # tools/ is not a package: found through sys.path
 
 from dllm_viz.cache_modes import CacheMode
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import ProblemResult, heldout_problems, run_problem
-from dllm_viz.models import ModelAdapter, ModelLoadError, load
+from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.trace import Trace
 
@@ -69,10 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny", help="a model name or export directory (default: the bundled one)")
     args = parser.parse_args(argv)
-    try:  # a mistyped export directory: one line, as `python -m dllm_viz` says it
-        model = load(args.model, device="cpu")
-    except ModelLoadError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    model = load_or_exit(args.model, device="cpu")  # a mistyped export directory: one line
     arith = threshold_slice(model, "arith")
     print(f"arith: {sum(r.correct for r in arith)}/{SLICE} correct (threshold 0.9, gen {GEN_LENGTH})")
     code = _decoded(model, "code", max(SLICE, CARD_CODE))
