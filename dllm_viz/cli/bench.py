@@ -28,7 +28,7 @@ from dllm_viz.cli.options import (
     note_short_set,
     policy_fields,
     recorded_pipeline,
-    warn_unsafe,
+    warn_scoring,
 )
 from dllm_viz.cli.results import ResultsFile
 from dllm_viz.writable import check_new_file
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
-    warn_unsafe(args, problems)
+    warn_scoring(args, problems)
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     summary = print_report(rows, sweep, f"model={args.model} {source} n={len(problems)} gen_length={config.gen_length}")
     if args.plot is not None:

@@ -30,7 +30,7 @@ from dllm_viz.cli.options import (
     passed_options,
     policy_fields,
     recorded_pipeline,
-    warn_unsafe,
+    warn_scoring,
 )
 from dllm_viz.cli.results import ResultsFile
 from dllm_viz.writable import check_new_file
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if rows_file is not None:
             rows_file.close()
-    warn_unsafe(args, [*calibration, *check])
+    warn_scoring(args, [*calibration, *check])
     source = f"prompts={args.prompts}" if args.prompts is not None else f"tasks={args.tasks}"
     print(f"model={args.model} {source} policy={args.policy} grid={args.grid} tolerance={args.tolerance} "
           f"gen_length={config.gen_length}")

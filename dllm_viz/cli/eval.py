@@ -23,7 +23,7 @@ from dllm_viz.cli.options import (
     note_short_set,
     pipeline,
     recorded_pipeline,
-    warn_unsafe,
+    warn_scoring,
 )
 from dllm_viz.cli.results import ResultsFile
 from dllm_viz.tasks import TASKS
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         results = [ProblemResult(**row) for row in out.rows]
     summary = summarize(results)
-    warn_unsafe(args, problems)
+    warn_scoring(args, problems)
     if (warning := summary.warning()) is not None:
         print(f"warning: {warning} (--gen-length)", file=sys.stderr)
     print(f"policy={pipe.label} task={task} gen_length={config.gen_length}")

@@ -158,16 +158,23 @@ def check_scoring(args: argparse.Namespace, problems: list[Any]) -> None:
     from dllm_viz.evaluation import require_code_sandbox
 
     require_code_sandbox(problems, unsafe=args.unsafe_exec)
-    warn_unsafe(args, problems)
+    warn_scoring(args, problems)
 
 
-def warn_unsafe(args: argparse.Namespace, problems: list[Any]) -> None:
-    """Say on stderr that code was scored unsandboxed (at the start, and again by the summary)."""
+def warn_scoring(args: argparse.Namespace, problems: list[Any]) -> None:
+    """Say on stderr what scoring code here leaves uncontained: everything under --unsafe-exec (said
+    at the start, and again by the summary), and the memory of a program's processes together where
+    no memory cgroup can be made (each process is then bounded alone)."""
     from dllm_viz.evaluation import runs_code
-    from dllm_viz.tasks.sandbox import UNSAFE_NOTE
+    from dllm_viz.tasks import memory_cgroup
+    from dllm_viz.tasks.sandbox import UNSAFE_NOTE, memory_bound
 
-    if args.unsafe_exec and runs_code(problems):
+    if not runs_code(problems):
+        return
+    if args.unsafe_exec:
         print(f"warning: {UNSAFE_NOTE}", file=sys.stderr)
+    if memory_cgroup.unavailable_reason() is not None:
+        print(f"note: scored code is held to {memory_bound()}", file=sys.stderr)
 
 
 def add_decode_options(parser: argparse.ArgumentParser, *, components: bool = True) -> None:

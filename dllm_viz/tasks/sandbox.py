@@ -24,15 +24,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dllm_viz.tasks import bwrap
+from dllm_viz.tasks import bwrap, memory_cgroup
 from dllm_viz.tasks.supervise import Outcome, watch
 
 MAX_ERROR_CHARS = 2000
 MAX_OUTPUT_BYTES = 64 << 10
-MEMORY_LIMIT_BYTES = 1 << 30
+MEMORY_LIMIT_BYTES = 1 << 30  # each process's address space, and all of a sandbox's memory together
 FILE_SIZE_LIMIT_BYTES = 1 << 20
 OPEN_FILES_LIMIT = 64
 PROCESS_LIMIT = 32
@@ -254,10 +254,37 @@ def _result(outcome: Outcome, *, timeout_s: float, isolated: bool, finished: boo
 
 
 def _run_bwrap(code: str, *, timeout_s: float, finish: _FinishChannel | None = None) -> Outcome:
-    """The program inside bubblewrap; killing its pid-namespace init ends every process in it."""
-    proc, init = _start_bwrap(code, timeout_s=timeout_s, finish=finish)
-    return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
-                 kill=lambda: _kill_sandbox(proc, init))
+    """The program inside bubblewrap, in a memory cgroup of its own where the machine allows one;
+    killing its pid-namespace init ends every process in it."""
+    with memory_cgroup.bounded(MEMORY_LIMIT_BYTES) as group:
+        proc, init = _start_bwrap(code, timeout_s=timeout_s, finish=finish, group=group)
+        outcome = watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
+                        kill=lambda: _kill_sandbox(proc, init))
+        return _say_if_out_of_memory(outcome, group)
+
+
+def memory_bound() -> str:
+    """How the sandbox bounds memory here, in words (for a note where code is scored)."""
+    limit = _size(MEMORY_LIMIT_BYTES)
+    reason = memory_cgroup.unavailable_reason()
+    if reason is None:
+        return f"{limit} for all of a program's processes together (a memory cgroup per run)"
+    return (f"{limit} per process only, up to {PROCESS_LIMIT} processes: no memory cgroup can be made here "
+            f"({reason})")
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / (1 << 30):g} GiB" if n_bytes >= 1 << 30 else f"{n_bytes / (1 << 20):g} MiB"
+
+
+def _say_if_out_of_memory(outcome: Outcome, group: memory_cgroup.MemoryGroup | None) -> Outcome:
+    """Name the cgroup's limit in the output when the kernel killed the program for passing it
+    (otherwise the program just vanishes with SIGKILL)."""
+    if group is None or group.oom_kills() == 0:
+        return outcome
+    note = (f"\n[killed: the program's processes together passed the sandbox's memory limit of "
+            f"{_size(group.limit_bytes)}]").encode()
+    return replace(outcome, output=outcome.output + note, total_bytes=outcome.total_bytes + len(note))
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,9 +299,10 @@ class _Init:
     fd: int | None
 
 
-def _start_bwrap(code: str, *, timeout_s: float,
-                 finish: _FinishChannel | None = None) -> tuple[subprocess.Popen[bytes], _Init | None]:
-    """Start bwrap, hold its init (and map its user when we are root) before the program starts."""
+def _start_bwrap(code: str, *, timeout_s: float, finish: _FinishChannel | None = None,
+                 group: memory_cgroup.MemoryGroup | None = None) -> tuple[subprocess.Popen[bytes], _Init | None]:
+    """Start bwrap, hold its init, map its user (when we are root) and put it in `group` (when given),
+    all before the program starts."""
     mapped = os.geteuid() == 0
     program_fd = os.memfd_create("dllm_viz_program")
     (info_r, info_w), (block_r, block_w) = os.pipe(), os.pipe()
@@ -298,6 +326,8 @@ def _start_bwrap(code: str, *, timeout_s: float,
             init = _Init(child_pid, _pidfd(child_pid))
             if mapped:
                 _map_user(proc, init)
+            if group is not None:
+                _enter_group(proc, init, group)
             os.write(block_w, b"1")
     finally:
         for fd in (*passed, info_r, block_w):
@@ -321,6 +351,17 @@ def _map_user(proc: subprocess.Popen[bytes], init: _Init) -> None:
         _kill_sandbox(proc, init)
         proc.wait()
         raise SandboxUnavailableError(f"its user could not be mapped into bwrap's namespace ({exc})") from exc
+
+
+def _enter_group(proc: subprocess.Popen[bytes], init: _Init, group: memory_cgroup.MemoryGroup) -> None:
+    """Put the waiting init in the memory group (all it starts follows), or end that bwrap and say why."""
+    try:
+        group.add(init.pid)
+    except OSError as exc:
+        _kill_sandbox(proc, init)
+        proc.wait()
+        raise SandboxUnavailableError(f"its processes could not be put in their memory cgroup {str(group.path)!r} "
+                                      f"({exc})") from exc
 
 
 def _kill_sandbox(proc: subprocess.Popen[bytes], init: _Init | None) -> None:
@@ -349,18 +390,21 @@ def _run_unsafe(code: str, *, timeout_s: float, finish: _FinishChannel | None = 
         del limits["RLIMIT_NPROC"]
     else:
         limits["RLIMIT_NPROC"] = running + PROCESS_LIMIT
-    with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dllm_viz_sandbox_") as tmp, \
+            memory_cgroup.bounded(MEMORY_LIMIT_BYTES) as group:
         script = Path(tmp) / "program.py"
         script.write_text(code, encoding="utf-8", errors="replace")
         runner = ["-c", *finish.runner_args()] if finish is not None else []
+        procs = str(group.path / "cgroup.procs") if group is not None else None
         proc = subprocess.Popen([sys.executable, "-I", "-B", *runner, str(script)], cwd=tmp, env={},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=lambda: _set_limits(limits),
+                                start_new_session=True, preexec_fn=lambda: _set_limits(limits, procs),
                                 pass_fds=finish.child_fds if finish is not None else ())
         if finish is not None:
             finish.close_child_fds()
-        return watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
-                     kill=lambda: _signal(os.killpg, proc.pid))
+        outcome = watch(proc, timeout_s=timeout_s, max_bytes=MAX_OUTPUT_BYTES,
+                        kill=lambda: _signal(os.killpg, proc.pid))
+        return _say_if_out_of_memory(outcome, group)
 
 
 def _threads_of_user(uid: int) -> int | None:
@@ -378,8 +422,15 @@ def _threads_of_user(uid: int) -> int | None:
     return count
 
 
-def _set_limits(limits: dict[str, int]) -> None:
-    """Child-side rlimits, between fork and exec."""
+def _set_limits(limits: dict[str, int], cgroup_procs: str | None = None) -> None:
+    """Child-side, between fork and exec: enter the memory cgroup (its cgroup.procs file) where
+    there is one, then set the rlimits."""
+    if cgroup_procs is not None:
+        fd = os.open(cgroup_procs, os.O_WRONLY)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
 
