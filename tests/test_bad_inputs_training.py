@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +139,18 @@ class TestTrainTiny:
             (run_dir / "checkpoint.pt").write_bytes(content)
         status = main(["train-tiny", "--out", str(run_dir), "--resume", "--no-export"])
         one_line_error(capsys, status, needle, "another --out")
+
+    def test_resume_never_runs_code_a_checkpoint_carries(self, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """A shared checkpoint.pt was unpickled in full: loading it could run any code it carried."""
+        run_dir, marker = tmp_path / "run", tmp_path / "ran"
+        run_dir.mkdir()
+        torch.save({"model": {}, "optimizer": {}, "config": {}, "state": {}, "torch_rng": _RunsCode(str(marker))},
+                   run_dir / "checkpoint.pt")
+        status = main(["train-tiny", "--out", str(run_dir), "--resume", "--no-export"])
+        one_line_error(capsys, status, "holds Python objects other than tensors and plain data",
+                       "GLOBAL posix.system", "is not loaded", "another --out")
+        assert not marker.exists()
 
     def test_resume_without_its_tokenizer(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """A new tokenizer was trained silently, and the checkpoint's weights then failed to load."""
@@ -305,3 +318,13 @@ def test_diagnose_says_when_the_heldout_set_is_shorter_than_n(tiny_dir: Path, ca
                  "--list-n", "0"]) == 0
     assert "note: the held-out arithmetic set has 2 problems, so its tables measure 2, not --n 3" in (
         capsys.readouterr().err)
+
+
+class _RunsCode:
+    """Pickles as a call of os.system: what a malicious checkpoint would carry."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, (f"touch {self.marker}",)

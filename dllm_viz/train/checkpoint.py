@@ -6,6 +6,7 @@ no data cursor is stored. Writes go to a temp file that replaces the old checkpo
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,10 @@ def save_checkpoint(
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint` (our own file, hence weights_only=False).
+    """Read a checkpoint written by `save_checkpoint`.
+
+    Read with torch's weights-only unpickler: a checkpoint is only tensors and plain dicts, lists
+    and numbers, and a full unpickle would run whatever code a .pt file someone shared carries.
 
     Raises:
         FileNotFoundError: naming the missing path and the fix.
@@ -86,11 +90,26 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"--resume: no checkpoint at {path}; start without --resume")
     fix = "start a new run with another --out, or restore the checkpoint from a backup"
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # pickle, zip and torch errors alike: any of them means an unreadable file
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        why = _refusal(exc)
+        if "GLOBAL" in why:  # a class or function to import: running code is how this file loads
+            raise ValueError(f"--resume: {path} holds Python objects other than tensors and plain data ({why}), so it "
+                             f"is not a checkpoint train-tiny wrote and is not loaded (a pickle can run code as it "
+                             f"loads); {fix}") from None
+        raise ValueError(f"--resume: {path} is not a readable training checkpoint (UnpicklingError: {why}); "
+                         f"{fix}") from None
+    except Exception as exc:  # zip and torch errors alike: any of them means an unreadable file
         raise ValueError(f"--resume: {path} is not a readable training checkpoint ({type(exc).__name__}: "
                          f"{exc}); {fix}") from None
     missing = [key for key in CHECKPOINT_KEYS if not isinstance(saved, dict) or key not in saved]
     if missing:
         raise ValueError(f"--resume: {path} is not a train-tiny checkpoint (it lacks {', '.join(missing)}); {fix}")
     return saved
+
+
+def _refusal(exc: Exception) -> str:
+    """The line of torch's weights-only refusal that says what it met (the rest is its general advice)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line]
+    return (named or lines or [type(exc).__name__])[0][:300]
