@@ -3,13 +3,16 @@
 Session state dies with a reload; the trace folder does not. Every AUTOSAVE_EVERY forward passes
 (and when the decode ends or is stopped) the partial trace is written, replacing this session's
 previous autosave, as `autosave-<time>-<id>.npz` in the trace folder, where the Traces page lists
-it. Only the newest KEEP autosaves are kept, so the folder does not fill up.
+it. Only the newest KEEP autosaves are kept, so the folder does not fill up. The page counts them
+apart from the user's own traces (`library_count`), and refuses a trace saved under their prefix
+(`autosave_name_problem`), which the pruning would delete.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import streamlit as st
@@ -44,3 +47,32 @@ def _prune(folder: Path) -> None:
     saves = sorted(folder.glob(f"{PREFIX}*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in saves[KEEP:]:
         old.unlink(missing_ok=True)
+
+
+def is_autosave(name: str) -> bool:
+    """Whether the trace file `name` is an autosave (written by `autosave`, pruned to KEEP)."""
+    return name.startswith(PREFIX)
+
+
+def library_count(files: Iterable[str]) -> str:
+    """What the Traces page's list holds, by kind: '3 saved traces and 2 autosaves' ('3 traces' without
+    autosaves). One total ('5 traces') counted each run's autosave as a trace the user had saved."""
+    names = list(files)
+    autosaves = sum(map(is_autosave, names))
+    saved = len(names) - autosaves
+    if not autosaves:
+        return _plural(saved, "trace")
+    return f"{_plural(saved, 'saved trace')} and {_plural(autosaves, 'autosave')}"
+
+
+def autosave_name_problem(stem: str) -> str | None:
+    """Why a trace the user saves cannot be named `stem` (no extension): the autosave prefix, whose
+    files the page counts as autosaves and `_prune` deletes past the newest KEEP; None when it can."""
+    if not is_autosave(stem):
+        return None
+    return (f"the file name {stem!r} starts with {PREFIX!r}, which the app keeps for its autosaves (only the "
+            f"newest {KEEP} are kept); choose another name, e.g. {stem.removeprefix(PREFIX) or 'mine'!r}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

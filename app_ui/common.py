@@ -293,6 +293,10 @@ def file_name_problem(name: str) -> str | None:
     """Why `name` (no extension) cannot be a file name in the app's folders, or None when it can."""
     if not re.fullmatch(r"[\w.-]+", name) or name in (".", ".."):
         return f"the file name {name!r} is not usable; use letters, digits, '_', '-' or '.'"
+    if name.startswith("."):  # '.hidden' was saved, but the Traces library lists no hidden file: a lost trace
+        example = f", e.g. {name.lstrip('.')!r}" if name.strip(".") else ""
+        return (f"the file name {name!r} starts with '.', which hides the file (the trace library does not list "
+                f"hidden files); start it with a letter, digit, '_' or '-'{example}")
     if len(name) > MAX_FILE_NAME:
         return f"the file name has {len(name)} characters; use at most {MAX_FILE_NAME}"
     if len(name.encode()) > 2 * MAX_FILE_NAME:  # the file system counts bytes: 名 is 3
@@ -426,20 +430,30 @@ def edits_note(trace: Trace) -> str | None:
 METRIC_CARD_WIDTH = 172  # px: five to a row in a 1400-px window's ~940 px, three at 1024 px's ~560
 
 
-def metric_row() -> Any:
-    """A row for st.metric cards that wraps onto more rows where they do not fit.
+# Streamlit sets a metric's delta on one line cut with an ellipsis; in a metric_row it wraps instead.
+_WRAP_DELTAS = ("<style>.st-key-{key} [data-testid='stMetricDelta'] div, .st-key-{key} [data-testid='stMetricDelta'] p "
+                "{{white-space: normal; overflow: visible; text-overflow: clip;}}</style>")
+
+
+def metric_row(key: str) -> Any:
+    """A row (keyed `key`) for st.metric cards that wraps onto more rows where they do not fit,
+    each card's delta onto more lines.
 
     In st.columns(5) every card got a fifth of the row whatever the window, ~100 px at 1024 px,
     and cut its label and value ("Polic…", "0.…" for the time, "2…" for tokens/s). Write the cards
     into it with a width in pixels (METRIC_CARD_WIDTH): a 1400-px window keeps its one row, a
-    narrower one wraps the last cards onto a second row.
+    narrower one wraps the last cards onto a second row. A delta longer than its card ("1.33x speedup
+    (single run)" in Tune's Verify row, ~160 px of text in a 172-px card) was still cut to "1.33x
+    speedup (si…"; no fixed width fits every ratio, so it wraps in place.
     """
-    return st.container(horizontal=True, wrap=True, gap="small")
+    st.html(_WRAP_DELTAS.format(key=key))  # style only: Streamlit adds it without taking room on the page
+    return st.container(horizontal=True, wrap=True, gap="small", key=key)
 
 
-def metrics_row(trace: Trace, *, baseline: Trace | None = None) -> None:
-    """`metric_cards` as a row of st.metric, and what block refinement edited (if it did)."""
-    row = metric_row()
+def metrics_row(trace: Trace, *, baseline: Trace | None = None, key: str) -> None:
+    """`metric_cards` as a row of st.metric keyed `key` (metric_row), and what block refinement
+    edited (if it did)."""
+    row = metric_row(key)
     for card in metric_cards(trace, baseline=baseline):
         row.metric(card.label, card.value, delta=card.delta, delta_color="off", border=True, help=card.help,
                    width=METRIC_CARD_WIDTH)

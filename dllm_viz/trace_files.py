@@ -4,7 +4,9 @@ A save writes to a hidden temporary file in the target's folder (so the final re
 and on the same disk), then moves it into place: replacing an existing file only when asked,
 never half-written. Whatever goes wrong (a folder that is a file, a target that is a directory,
 a full disk, no permission), the temporary file is removed and the error says what to change.
-The temporary name starts with '.' and does not end in '.npz', so no trace library lists it.
+The temporary name starts with '.' and does not end in '.npz', so no trace library lists it; and
+a caller's name that no library would list (hidden, or a leftover's ending) is refused, so a save
+never writes a trace that then seems lost (`unlisted_name_problem`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 PARTIAL_SUFFIX = ".partial"
+LEFTOVER_SUFFIX = ".tmp.npz"  # what saves before this module left behind when they failed
 
 
 class TraceSaveError(ValueError):
@@ -28,9 +31,12 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
     """Write `arrays` as a compressed .npz at `path` atomically; returns `path`.
 
     Raises:
-        TraceSaveError: `path` exists and `overwrite` is False, is a directory, its folder is
-            a file or cannot be created, or the write failed (disk full, permission denied).
+        TraceSaveError: `path`'s name is one `trace_files` would not list (it starts with '.'),
+            `path` exists and `overwrite` is False, is a directory, its folder is a file or
+            cannot be created, or the write failed (disk full, permission denied).
     """
+    if (problem := unlisted_name_problem(path.name)) is not None:  # written, then never listed: as good as lost
+        raise TraceSaveError(problem)
     try:  # a name too long for the file system (ENAMETOOLONG) fails already here, not at the write
         is_dir, exists = path.is_dir(), path.exists()
     except OSError as exc:
@@ -62,8 +68,25 @@ def trace_files(folder: Path) -> list[str]:
     `*.npz.tmp.npz` leftovers that saves before this module could leave behind."""
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.glob("*.npz")
-                  if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp.npz"))
+    return sorted(p.name for p in folder.glob("*.npz") if p.is_file() and unlisted_name_problem(p.name) is None)
+
+
+def unlisted_name_problem(name: str) -> str | None:
+    """Why `trace_files` would leave out a trace file named `name` (with its .npz), or None.
+
+    One rule for the listing and for `write_npz`, which refuses such a name: a trace saved as
+    '.hidden.npz' was written, but no library listed it, so to the user it was lost.
+    """
+    if name.startswith("."):
+        stripped = name.lstrip(".")
+        example = stripped if stripped.endswith(".npz") and len(stripped) > len(".npz") else "trace.npz"
+        return (f"the file name {name!r} starts with '.', which hides the file, and no trace library lists "
+                f"hidden files; use a name that does not start with '.', e.g. {example!r}")
+    if name.endswith(LEFTOVER_SUFFIX):
+        return (f"the file name {name!r} ends in {LEFTOVER_SUFFIX!r}, which trace libraries take for the "
+                f"leftover of a failed save and do not list; use another name, e.g. "
+                f"{name.removesuffix(LEFTOVER_SUFFIX) + '.npz'!r}")
+    return None
 
 
 def _make_folder(folder: Path) -> None:

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app_ui.autosave import autosave_name_problem, library_count
 from app_ui.branch import saved_trace_branch_panel
 from app_ui.common import current_model, file_name_problem, require_app_frame, set_trace, share_query, trace_dir
 from app_ui.export import npz_bytes, png_available, png_bytes, session_traces, uploaded_trace
@@ -47,7 +48,7 @@ with st.expander("Save a trace from this session", expanded=True):
         if st.button("Save", key="traces_save", type="primary"):
             stem = (name or "").strip().removesuffix(".npz")
             target = folder / f"{stem}.npz"
-            if (problem := file_name_problem(stem)) is not None:
+            if (problem := file_name_problem(stem) or autosave_name_problem(stem)) is not None:
                 st.error(f"Not saved: {problem}.")
             else:
                 try:
@@ -69,7 +70,7 @@ with st.expander("Open a trace file from your computer"):
             message.error(f"Could not read the uploaded file: {exc}")
 
 files = trace_files(folder)
-st.subheader(f"Library: {len(files)} trace{'s' if len(files) != 1 else ''} in {shown_folder}")
+st.subheader(f"Library: {library_count(files)} in {shown_folder}")  # the list below holds both kinds
 linked = st.query_params.get("file")
 if linked and linked != "(none)" and linked not in files and "file" not in st.session_state:
     # The picker drops a value it does not offer; say so rather than show the library silently.

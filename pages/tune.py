@@ -143,7 +143,7 @@ def replay_view() -> None:
     verdict = sample_verdict(virtual)  # on a bundled sample: is the replayed answer right?
     # Cards of a fixed width in a wrapping row (metric_row): in st.columns(4) a 1024-px window cut
     # them to "Matches the d…" and "wro…"; wide enough for the longest label, four to a 1400-px row.
-    row, width = metric_row(), REPLAY_CARD_WIDTH
+    row, width = metric_row("tune_replay_cards"), REPLAY_CARD_WIDTH
     row.metric("Estimated NFE", virtual.nfe, delta=f"{virtual.nfe - dense.nfe:+d} vs dense", delta_color="inverse",
                border=True, width=width, help=REPLAY_HELP)
     row.metric("Matches the dense endpoint", f"{same}/{dense.gen_length}",
@@ -185,7 +185,7 @@ def replay_view() -> None:
         st.markdown(f"**Real run:** NFE {real.nfe} (replay estimated {virtual.nfe}), "
                     f"{agreement(real, dense)}/{dense.gen_length} positions match the dense endpoint"
                     + ("." if real_verdict is None else f"; its answer is {real_verdict}."))
-        metrics_row(real, baseline=dense)
+        metrics_row(real, baseline=dense, key="tune_verify_cards")  # its deltas wrap (metric_row)
         warn_if_cut_off(real, "real run")
         st.html(diff_html(dense.meta.answer_text, real.meta.answer_text))
 

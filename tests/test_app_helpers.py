@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from app_ui.autosave import autosave_name_problem, library_count
 from app_ui.common import (
     ANSWER_MARKS,
     OWN_PROMPT,
@@ -14,6 +15,7 @@ from app_ui.common import (
     check_prompt,
     comparison_rows,
     diff_html,
+    file_name_problem,
     prompt_query,
     sample_problems,
     sample_verdict,
@@ -153,6 +155,23 @@ def test_check_prompt_refuses_empty_and_oversized_prompts(text: str, message: st
     with pytest.raises(PromptError, match=message):
         check_prompt(text)
     assert check_prompt("  hi ") == "hi"
+
+
+@pytest.mark.parametrize(("name", "fix"), [(".hidden", "e.g. 'hidden'"), ("..x", "e.g. 'x'"), ("...", "or '-'")])
+def test_file_names_starting_with_a_dot_are_refused(name: str, fix: str) -> None:
+    """'.hidden' passed: saved as a hidden file, which the trace library does not list."""
+    problem = file_name_problem(name)
+    assert problem is not None and f"the file name {name!r} starts with '.'" in problem and problem.endswith(fix)
+    assert file_name_problem("hidden") is None and file_name_problem("a.b") is None  # a '.' inside is fine
+
+
+def test_library_count_counts_autosaves_apart() -> None:
+    """One total counted each run's autosave as a trace the user had saved."""
+    assert library_count([]) == "0 traces" and library_count(["a.npz"]) == "1 trace"
+    assert library_count(["a.npz", "b.npz", "autosave-1.npz"]) == "2 saved traces and 1 autosave"
+    assert library_count(["autosave-1.npz", "autosave-2.npz"]) == "0 saved traces and 2 autosaves"
+    assert "'autosave-x' starts with 'autosave-'" in (autosave_name_problem("autosave-x") or "")
+    assert autosave_name_problem("my-autosave-x") is None
 
 
 def test_diff_html_marks_only_the_changed_words() -> None:

@@ -56,6 +56,56 @@ def test_a_trace_file_name_too_long_for_the_disk_is_refused_with_a_message(dirs:
     assert any("in the trace library" in h.value for h in at.subheader)
 
 
+def test_a_trace_file_name_starting_with_a_dot_is_refused_not_lost(dirs: dict[str, Path]) -> None:
+    """Traces' Save took '.hidden' (and '..x'): the trace was written as .hidden.npz, which the
+    library never lists (it leaves hidden files out), so to the user it was gone. 'x.tmp' was
+    lost the same way (the library takes '*.tmp.npz' for a failed save's leftover)."""
+    at = click(open_app(query=FAST), "run")
+    at.switch_page("pages/traces.py").run()
+    for name, said in ((".hidden", "'.hidden' starts with '.'"), ("..x", "'..x' starts with '.'"),
+                       ("x.tmp", "'x.tmp.npz' ends in '.tmp.npz'")):
+        at.text_input(key="traces_name").set_value(name).run()
+        click(at, "traces_save")
+        assert any(e.startswith("Not saved: the file name ") and said in e for e in errors(at)), errors(at)
+        assert not at.success
+    assert [p.name for p in dirs["traces"].iterdir() if not p.name.startswith("autosave-")] == []
+    at.text_input(key="traces_name").set_value("hidden").run()  # the name the message suggests
+    click(at, "traces_save")
+    assert "hidden.npz" in at.selectbox(key="file").options
+
+
+def test_a_controller_name_starting_with_a_dot_is_refused(dirs: dict[str, Path]) -> None:
+    """Train's Save as took '.mine' like Traces' Save took '.hidden': a hidden file."""
+    at = open_app("train")
+    at.text_input(key="train_name_tspd").set_value(".mine").run()
+    click(at, "train_run")
+    assert any("'.mine' starts with '.'" in e and "e.g. 'mine'" in e for e in errors(at)), errors(at)
+    assert "train_result" not in at.session_state and not dirs["controllers"].exists()
+
+
+def test_the_library_count_tells_saved_traces_from_autosaves(dirs: dict[str, Path]) -> None:
+    """After one Save the heading said "Library: 2 traces": the run's autosave counted as a trace
+    the user had saved. A trace saved as 'autosave-…' was counted (and pruned) as an autosave."""
+    at = click(open_app(query=FAST), "run")  # autosaves the run into the library
+    at.switch_page("pages/traces.py").run()
+
+    def heading() -> str:
+        return next(h.value for h in at.subheader if h.value.startswith("Library:"))
+
+    assert heading() == "Library: 0 saved traces and 1 autosave in the trace library"
+    at.text_input(key="traces_name").set_value("mine").run()
+    click(at, "traces_save")
+    assert heading() == "Library: 1 saved trace and 1 autosave in the trace library"
+    listed = at.selectbox(key="file").options[1:]  # the list holds what the heading counts
+    assert len(listed) == 2 and "mine.npz" in listed and sum(n.startswith("autosave-") for n in listed) == 1
+    at.text_input(key="traces_name").set_value("autosave-mine").run()
+    click(at, "traces_save")
+    assert any("'autosave-mine' starts with 'autosave-'" in e and "e.g. 'mine'" in e for e in errors(at)), errors(at)
+    assert not (dirs["traces"] / "autosave-mine.npz").exists()
+    at.text_input(key="traces_dir").set_value("sub").run()  # a folder without autosaves: one plain count
+    assert heading() == "Library: 0 traces in sub"
+
+
 def test_an_uploaded_trace_with_a_name_too_long_for_the_disk_still_opens(dirs: dict[str, Path]) -> None:
     """A browser may send a file name of 90 CJK characters (270 bytes, fine on macOS): writing it to
     the temporary folder raised ENAMETOOLONG, an exception where the trace should open."""

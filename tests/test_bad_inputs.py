@@ -152,6 +152,15 @@ class TestCLI:
                        "--save", str(tmp_path / "adir.npz")])
         one_line_error(capsys, status, "is a directory")
 
+    def test_save_under_a_hidden_name_is_refused_before_the_decode(self, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+        """Trace.save refuses '.hidden.npz' (no trace library lists it); the CLI says so before it
+        loads the model, not after a decode it then cannot save."""
+        status = main(["decode", "--model", str(tmp_path / "no-such-model"), "--prompt", "hi", *FAST,
+                       "--save", str(tmp_path / ".hidden")])  # a load would fail: the name is refused first
+        one_line_error(capsys, status, "'.hidden.npz' starts with '.'", "e.g. 'hidden.npz'")
+        assert list(tmp_path.iterdir()) == []
+
     def test_save_refuses_to_overwrite_without_force(self, tmp_path: Path, tiny_dir: Path, trace: Trace,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
         target = trace.save(tmp_path / "kept.npz")

@@ -15,6 +15,7 @@ from dllm_viz.engine import decode
 from dllm_viz.policies import Pipeline
 from dllm_viz.step_schema import STEP_FIELD_NAMES, STEP_FIELDS
 from dllm_viz.trace import Trace, TraceBuilder, TraceFileError, TraceSaveError, load_trace
+from dllm_viz.trace_files import trace_files
 from dllm_viz.trace_meta import TraceMeta
 
 
@@ -84,6 +85,22 @@ def test_a_name_too_long_for_the_disk_is_a_save_error(trace: Trace, tmp_path: Pa
     with pytest.raises(TraceSaveError, match="too long for the disk"):
         trace.save(tmp_path / ("名" * 90 + ".npz"))
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "saved_as", "fix"), [(".hidden", ".hidden.npz", "e.g. 'hidden.npz'"),
+                                                     ("..x.npz", "..x.npz", "e.g. 'x.npz'"),
+                                                     ("x.tmp.npz", "x.tmp.npz", "e.g. 'x.npz'")])
+def test_a_name_the_library_would_not_list_is_refused(trace: Trace, tmp_path: Path, name: str, saved_as: str,
+                                                      fix: str) -> None:
+    """A trace saved as '.hidden.npz' was written, but trace_files leaves hidden files (and the
+    '.tmp.npz' leftovers of failed saves) out: to the user the trace was lost."""
+    with pytest.raises(ValueError, match=r"does not start with '\.'|do not list") as raised:  # a TraceSaveError
+        trace.save(tmp_path / name)
+    assert isinstance(raised.value, TraceSaveError)
+    assert f"the file name {saved_as!r}" in str(raised.value) and fix in str(raised.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    trace.save(tmp_path / fix.removeprefix("e.g. ").strip("'"))  # the name it suggests is saved, and listed
+    assert trace_files(tmp_path) == [fix.removeprefix("e.g. ").strip("'")]
 
 
 def test_save_adds_npz_suffix(trace: Trace, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from dllm_viz.cli.options import (
     load_model,
     pipeline,
 )
+from dllm_viz.trace_files import unlisted_name_problem
 from dllm_viz.writable import check_writable
 
 
@@ -60,9 +61,12 @@ def check_save_target(path: Path, *, force: bool) -> None:
     """Refuse a --save that would fail or replace a trace, before the decode runs.
 
     Raises:
-        ValueError: the file exists without --force, or its folder is not writable.
+        ValueError: the name is one Trace.save refuses (it starts with '.'), the file exists
+            without --force, or its folder is not writable.
     """
     target = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+    if (problem := unlisted_name_problem(target.name)) is not None:  # refused after the decode otherwise
+        raise ValueError(f"--save {str(target)!r}: {problem}")
     if target.is_file() and not force:
         raise ValueError(f"--save {str(target)!r} already exists; pass --force to replace it or choose another name")
     check_writable(target, "--save")

@@ -58,8 +58,9 @@ def _assert_heatmap_readable(chart: Any) -> None:
 @pytest.mark.parametrize("width", [1024, 1400])
 def test_tunes_metric_cards_show_their_numbers_whole(browser: Any, app_url: str, width: int) -> None:
     """At 1024 px the replay row cut "Matches the d…" and "wro…", the Verify row "0.…" (time),
-    "2…" (tokens/s) and "Polic…"; at 1400 px each row still fits on one line. Tune's narrow
-    heatmap ran its position labels together and cut its title."""
+    "2…" (tokens/s) and "Polic…", and then still its longest deltas, "1.00x fewer NFE th…" and
+    "1.33x speedup (si…" (at 1400 px too); at 1400 px each row still fits on one line. Tune's
+    narrow heatmap ran its position labels together and cut its title."""
     context = _context(browser, width)
     page = context.new_page()
     try:
@@ -72,7 +73,11 @@ def test_tunes_metric_cards_show_their_numbers_whole(browser: Any, app_url: str,
         assert len(cards) >= 8, cards  # 3-4 replay cards and the 5 of the real run
         assert all(not card["cut"] for card in cards), [c for c in cards if c["cut"]]
         replay, real = cards[:-5], cards[-5:]
-        assert all(not card["cut"] for card in page.evaluate(CUT_CARDS, True)[:len(replay)])  # deltas too
+        verify = page.locator(".st-key-tune_verify_cards")
+        for longest in ("x fewer NFE than dense", "x speedup (single run)"):  # the Verify row's longest deltas
+            assert verify.get_by_test_id("stMetricDelta").filter(has_text=longest).count() == 1
+        deltas = page.evaluate(CUT_CARDS, True)  # deltas too, both rows'
+        assert all(not card["cut"] for card in deltas), [c for c in deltas if c["cut"]]
         if width == 1400:  # a wide window keeps each row on one line
             assert len({card["top"] for card in replay}) == 1 and len({card["top"] for card in real}) == 1, cards
         else:  # a narrower one wraps onto more rows instead of cutting
