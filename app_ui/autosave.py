@@ -3,7 +3,8 @@
 Session state dies with a reload; the trace folder does not. Every AUTOSAVE_EVERY forward passes
 (and when the decode ends or is stopped) the partial trace is written, replacing this session's
 previous autosave, as `autosave-<time>-<id>.npz` in the trace folder, where the Traces page lists
-it. Only the newest KEEP autosaves are kept, so the folder does not fill up. The page counts them
+it. Only the newest KEEP autosaves, and any written in the last hour (another session's), are
+kept, so the folder does not fill up. The page counts them
 apart from the user's own traces (`library_count`), and refuses a trace saved under their prefix
 (`autosave_name_problem`), which the pruning would delete.
 """
@@ -22,6 +23,7 @@ from dllm_viz.trace import Trace, TraceSaveError
 
 AUTOSAVE_EVERY = 8
 KEEP = 5
+GRACE_SECONDS = 3600  # an autosave younger than this is kept past KEEP: it may be another session's live one
 PREFIX = "autosave-"
 
 
@@ -44,9 +46,24 @@ def autosave(trace: Trace, *, force: bool = False) -> Path | None:
 
 
 def _prune(folder: Path) -> None:
-    saves = sorted(folder.glob(f"{PREFIX}*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in saves[KEEP:]:
-        old.unlink(missing_ok=True)
+    """Delete autosaves past the newest KEEP, but none written in the last GRACE_SECONDS.
+
+    The folder is the whole server's: with the newest KEEP alone, six students decoding at once
+    deleted the first one's autosave within minutes, and a reload then lost that decode. A file
+    another session's prune removed after this listing is skipped (its stat used to raise and stop
+    this session's run).
+    """
+    saves: list[tuple[float, Path]] = []
+    for path in folder.glob(f"{PREFIX}*.npz"):
+        try:
+            saves.append((path.stat().st_mtime, path))
+        except FileNotFoundError:
+            continue
+    saves.sort(reverse=True)
+    now = time.time()
+    for mtime, old in saves[KEEP:]:
+        if now - mtime > GRACE_SECONDS:
+            old.unlink(missing_ok=True)
 
 
 def is_autosave(name: str) -> bool:

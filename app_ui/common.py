@@ -32,7 +32,7 @@ from dllm_viz.policies.controller_weights import BUNDLED, load_controller
 from dllm_viz.roots import OutsideRootError, browser_model, inside, redact
 from dllm_viz.tasks import get_task, load_problems
 from dllm_viz.tasks.base import Problem
-from dllm_viz.threads import THREADS_ENV, ThreadChoice, apply_inference_threads, env_override
+from dllm_viz.threads import THREADS_ENV, ThreadChoice, apply_choice, apply_inference_threads, env_override
 from dllm_viz.trace import Trace
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "sample_prompts"
@@ -127,7 +127,12 @@ def model_lock() -> threading.Lock:
 
 @contextmanager
 def model_turn() -> Iterator[None]:
-    """Hold the model lock; while another session has it, say so and keep the page responsive."""
+    """Hold the model lock; while another session has it, say so and keep the page responsive.
+
+    Once held, this session's CPU thread count is set in the running thread (threads.apply_choice):
+    torch's count belongs to each thread, and a fragment's run (Decode's Step and Play, a fork,
+    Tune's Verify) skips the page code that chose it, so it ran at another session's count.
+    """
     lock = model_lock()
     if not lock.acquire(blocking=False):
         note = st.empty()
@@ -135,6 +140,7 @@ def model_turn() -> Iterator[None]:
             note.info("The model is busy (another run or session); waiting for it…")  # a yield point
         note.empty()
     try:
+        apply_choice(st.session_state.get("threads"))
         yield
     finally:
         lock.release()

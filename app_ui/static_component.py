@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from functools import cache
 from pathlib import Path
 
@@ -65,8 +66,16 @@ def _folder(assets: dict[str, Path]) -> Path | None:
             folder.mkdir(parents=True, exist_ok=True)
             for served, source in assets.items():
                 if not (folder / served).is_file():
-                    shutil.copyfile(source, folder / f"{served}.part")
-                    os.replace(folder / f"{served}.part", folder / served)
+                    # A part file of this call's own: every session's first run comes here, and a class's
+                    # first visits arrive together. With one shared `.part` name, one copy truncated another's
+                    # and one rename took the file from under the next, whose call then fell back to the temp
+                    # folder or to None (no live charts), and `_served` cached whichever came last.
+                    part = folder / f".{served}.{uuid.uuid4().hex}.part"
+                    try:
+                        shutil.copyfile(source, part)
+                        os.replace(part, folder / served)
+                    finally:
+                        part.unlink(missing_ok=True)
             (folder / "index.html").write_text("<!doctype html><title>dllm-viz assets</title>\n")
         except OSError:
             continue  # an unwritable cache: try the next place

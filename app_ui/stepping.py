@@ -31,7 +31,8 @@ def show_latest() -> None:
 
 
 def advance(stepper: Stepper) -> str | None:
-    """One forward pass under the model lock; returns an error message if it failed."""
+    """One forward pass under the model lock (which also sets this session's thread count: model_turn);
+    returns an error message if it failed."""
     try:
         with model_turn():
             stepper.step()

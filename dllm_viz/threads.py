@@ -85,16 +85,25 @@ def requested_threads(flag_value: int | None, flag: str = "--threads") -> int | 
 
 
 def apply_inference_threads(model: torch.nn.Module, device: str, *, override: int | None = None) -> ThreadChoice:
-    """Choose the thread count for `model` (see inference_threads) and set it for this process.
-
-    torch's setting is process-wide, so the last model applied wins; the app holds one model
-    at a time per choice of the sidebar, and applies it whenever that choice changes.
-    """
+    """Choose the thread count for `model` (see inference_threads) and set it (`apply_choice`)."""
     choice = inference_threads(sum(p.numel() for p in model.parameters()), device,
                                default_threads=_DEFAULT_THREADS, override=override)
-    if torch.get_num_threads() != choice.threads:
-        torch.set_num_threads(choice.threads)
+    apply_choice(choice)
     return choice
+
+
+def apply_choice(choice: ThreadChoice | None) -> None:
+    """Give the calling thread `choice`'s count (None: leave it as it is).
+
+    torch's count (OpenMP's, MKL's) belongs to each thread: setting it sets the calling thread's
+    count and the one a new thread starts with, so it must be set in the thread that runs the
+    model. Streamlit starts a thread for each script run, and a fragment's run (Decode's Step and
+    Play, a fork, Tune's Verify) skips the page code that chose the count: it ran at whatever count
+    any session had set last, e.g. torch's default, set by a session whose model is on a GPU, for
+    another session's tiny model on the CPU. Cheap (a comparison) when the count is right already.
+    """
+    if choice is not None and torch.get_num_threads() != choice.threads:
+        torch.set_num_threads(choice.threads)
 
 
 _DEFAULT_THREADS = torch.get_num_threads()  # before any caller changed it

@@ -284,20 +284,34 @@ def load_trace(path: str | Path) -> Trace:
     """
     path = Path(path)
     name = path.name
+    missing = TraceFileError(f"trace file {name!r} does not exist; check the path")
     if not path.is_file():
-        raise TraceFileError(f"trace file {name!r} does not exist; check the path")
-    declared = check_archive(path)
-    ranks = {f.name: len(f.trace_shape(0, 0)) for f in STEP_FIELDS} | {"prompt_ids": 1}
-    booleans = {f.name for f in STEP_FIELDS if f.dtype is np.bool_}
-    check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name, booleans)
+        raise missing
+    # One open file for the checks and the read: in the app another session may delete this file
+    # (Traces' Delete, the autosave pruning) or replace it (its autosave) at any moment. Opened by
+    # name for each step, a file deleted after the check above raised FileNotFoundError, and a
+    # replaced one was checked in one version and read in another.
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise TraceFileError(
-            f"{name!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
-            "save traces with Trace.save or `python -m dllm_viz decode --save`"
-        ) from None
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise missing from None
+    except OSError as exc:
+        raise TraceFileError(f"trace file {name!r} cannot be opened ({exc.strerror or exc.__class__.__name__}); "
+                             "check its permissions") from None
+    with handle:
+        declared = check_archive(handle)
+        ranks = {f.name: len(f.trace_shape(0, 0)) for f in STEP_FIELDS} | {"prompt_ids": 1}
+        booleans = {f.name for f in STEP_FIELDS if f.dtype is np.bool_}
+        check_declared(declared, ranks, _EXTRA_PREFIX, _META_KEY, name, booleans)
+        try:
+            handle.seek(0)
+            with np.load(handle, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise TraceFileError(
+                f"{name!r} is not a readable .npz trace ({exc.__class__.__name__}: {exc}); "
+                "save traces with Trace.save or `python -m dllm_viz decode --save`"
+            ) from None
     if _META_KEY not in arrays:
         raise TraceFileError(
             f"{name!r} is an .npz file but not a dllm_viz trace (no metadata entry); "

@@ -24,7 +24,7 @@ import os
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -54,19 +54,27 @@ def max_trace_bytes() -> int:
 
 
 # ---- stage 1: the archive, before anything is allocated --------------------------------------
-def check_archive(path: Path, cap: int | None = None) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+def check_archive(source: Path | BinaryIO, cap: int | None = None) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
     """Member name -> (dtype, shape) as declared, after refusing anything that would cost too much.
+
+    `source` is a path or a binary file the caller opened (and then loads from): checked through
+    the same open file, the bytes checked are the bytes loaded, even when the file is replaced or
+    deleted meanwhile (another session's autosave or Delete, in the app).
 
     Raises:
         TraceFileError: not a zip (random bytes, a pickle, a bare .npy), too many members, a
             member that is not a plain numeric .npy array, a declared size over `cap`, a size
             that disagrees with the zip entry, or a compression ratio deflate cannot produce.
     """
+    if isinstance(source, Path):
+        with source.open("rb") as handle:
+            return check_archive(handle, cap)
     cap = max_trace_bytes() if cap is None else cap
-    name, real_size = path.name, path.stat().st_size
-    _refuse_non_zip(path, name)
+    name, real_size = Path(str(getattr(source, "name", "trace"))).name, os.fstat(source.fileno()).st_size
+    _refuse_non_zip(source, name)
     try:
-        with zipfile.ZipFile(path) as archive:
+        source.seek(0)
+        with zipfile.ZipFile(source) as archive:
             infos = archive.infolist()
             if len(infos) > MAX_MEMBERS:
                 raise TraceFileError(f"{name!r} has {len(infos)} arrays (at most {MAX_MEMBERS}); not a dllm_viz trace")
@@ -86,10 +94,10 @@ def check_archive(path: Path, cap: int | None = None) -> dict[str, tuple[np.dtyp
     return declared
 
 
-def _refuse_non_zip(path: Path, name: str) -> None:
-    with path.open("rb") as handle:
-        head = handle.read(8)
-    if zipfile.is_zipfile(path):
+def _refuse_non_zip(handle: BinaryIO, name: str) -> None:
+    handle.seek(0)
+    head = handle.read(8)
+    if zipfile.is_zipfile(handle):
         return
     if head.startswith(_NPY_MAGIC):
         what = "it is a single .npy array"

@@ -75,6 +75,11 @@ linked = st.query_params.get("file")
 if linked and linked != "(none)" and linked not in files and "file" not in st.session_state:
     # The picker drops a value it does not offer; say so rather than show the library silently.
     st.warning(f"The link names the trace {linked!r}, which is not in this library; pick one below.")
+elif (picked := st.session_state.get("file")) not in (None, "(none)", *files):
+    # Picked from this page's list, then deleted (another tab's Delete, the autosave pruning) before
+    # it opened: the picker would fall back to "(none)" without a word.
+    st.warning(f"The trace {picked!r} is no longer in this library (deleted in another tab or session); "
+               "pick another one below.")
 chosen = st.selectbox("Open", ["(none)", *files], key="file", bind="query-params",
                       help="the file name goes into the address bar, so a link reopens this trace")
 if chosen not in (None, "(none)") and st.session_state.get("traces_opened") != chosen:

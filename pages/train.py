@@ -63,7 +63,7 @@ def train(adapter: ModelAdapter) -> None:
                               hidden=hidden, lr=lr, layers=2)
     texts = [p.prompt for p in get_task(str(task)).generate(prompts, seed=int(st.session_state.get("seed", 0)),
                                                              split="train")]
-    bar, chart, history = st.progress(0.0, text="collecting dense trajectories"), st.empty(), []
+    history: list[dict[str, float]] = []  # one row per epoch, for the chart
 
     def on_progress(progress: TrainProgress) -> None:  # every call is a yield point: a click stops training here
         if progress.stage == "epoch":
@@ -78,9 +78,24 @@ def train(adapter: ModelAdapter) -> None:
             bar.progress(progress.done / max(progress.total, 1), text=progress.message())
 
     with model_turn():
+        # Asked again with the model held: a session that clicked Train while another one trained waited
+        # here, and that one may have saved under this very name meanwhile, which this one then replaced.
+        refuse_taken(name)
+        bar, chart = st.progress(0.0, text="collecting dense trajectories"), st.empty()
         path, card = train_controller(adapter, texts, config, controller_dir() / f"{name}.safetensors",
                                       on_progress=on_progress)
     st.session_state["train_result"] = (str(path), card)
+
+
+def refuse_taken(name: str) -> None:
+    """Raise ValueError when the controller folder already holds a controller named `name`.
+
+    Like Traces' Save, Train never replaces a file: a second Train under the same default name used
+    to overwrite the first controller, perhaps the one Decode is using.
+    """
+    if (controller_dir() / f"{name}.safetensors").exists():
+        raise ValueError(f"a controller named {name!r} is already in the controller folder; type another "
+                         "name in Save as")
 
 
 def describe(path: str, card: dict) -> str:
@@ -103,11 +118,7 @@ if st.button("Train", type="primary", key="train_run", disabled=adapter is None)
             raise ValueError(problem)
         if gen_length % block_length:
             raise ValueError(f"block length {block_length} must divide gen length {gen_length}")
-        # Like Traces' Save, never replace a file: a second Train under the same default name used to
-        # overwrite the first controller, perhaps the one Decode is using.
-        if (controller_dir() / f"{name}.safetensors").exists():
-            raise ValueError(f"a controller named {name!r} is already in the controller folder; type another "
-                             "name in Save as")
+        refuse_taken(name)  # now, before waiting for the model (train() asks again once it has it)
         train(adapter)
     except ValueError as exc:
         st.error(f"Cannot train: {exc}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -456,6 +457,50 @@ def test_train_never_replaces_a_controller_of_the_same_name(dirs: dict[str, Path
     assert earlier.read_bytes() == b"an earlier controller" and "train_result" not in at.session_state
 
 
+class _WatchedLock:
+    """The model lock, telling the test when a session found it taken (and now waits for it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.contended.set()
+        return self._lock.acquire(blocking, timeout) if blocking else False
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def test_a_train_that_waited_for_the_model_never_replaces_what_another_session_saved(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two students Train under one name: the second waits for the model while the first trains,
+    found the name free before it waited, and then replaced the first student's controller."""
+    import app_ui.common as common
+
+    lock = _WatchedLock()
+    monkeypatch.setattr(common, "model_lock", lambda: lock)
+    at = open_app("train")
+    name = at.text_input(key="train_name_tspd").value
+    other = dirs["controllers"] / f"{name}.safetensors"
+    lock.acquire()  # the other session is training
+    at.button(key="train_run").click()
+    waiting = threading.Thread(target=at.run)
+    waiting.start()
+    try:
+        assert lock.contended.wait(120), "the Train run never asked for the model"
+        other.parent.mkdir(parents=True, exist_ok=True)
+        other.write_bytes(b"the other session's controller")  # saved as its training ends
+    finally:
+        lock.release()
+        waiting.join(300)
+    assert not at.exception, at.exception
+    assert any(f"{name!r} is already in the controller folder" in e for e in errors(at)), errors(at)
+    assert other.read_bytes() == b"the other session's controller" and "train_result" not in at.session_state
+
+
 # ---- Traces -------------------------------------------------------------------------------
 
 def test_save_list_open_and_delete_a_trace(dirs: dict[str, Path]) -> None:
@@ -524,6 +569,23 @@ def test_a_trace_of_another_model_says_which_model_to_load(dirs: dict[str, Path]
     at = open_app("traces", {"file": "other.npz"})
     assert any("load its model 'someone/other-model'" in i.value for i in at.info), [i.value for i in at.info]
     assert not [w for w in at.main if getattr(w, "key", None) == "lib_fork_run"]
+
+
+def test_a_trace_another_tab_deleted_after_it_was_picked_says_so(dirs: dict[str, Path]) -> None:
+    """The picker fell back to "(none)" without a word when the picked file was gone."""
+    trace = click(open_app(query=FAST), "run").session_state["trace"]
+    dirs["traces"].mkdir(parents=True, exist_ok=True)
+    trace.save(dirs["traces"] / "shared.npz")
+    trace.save(dirs["traces"] / "kept.npz")
+    at = open_app("traces")
+    at.selectbox(key="file").set_value("shared.npz").run()
+    assert not at.warning and at.session_state["traces_opened"] == "shared.npz"
+    (dirs["traces"] / "shared.npz").unlink()  # another tab's Delete
+    at.run()
+    assert any("'shared.npz' is no longer in this library" in w.value for w in at.warning), at.warning
+    assert not errors(at) and "shared.npz" not in at.selectbox(key="file").options
+    at.selectbox(key="file").set_value("kept.npz").run()
+    assert not at.warning and not errors(at) and at.session_state["traces_opened"] == "kept.npz"
 
 
 def test_a_corrupt_trace_file_shows_an_error(dirs: dict[str, Path]) -> None:
