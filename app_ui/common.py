@@ -113,9 +113,13 @@ def confine_weights(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@st.cache_resource(show_spinner="Loading model…")
+MODELS_KEPT = 2  # two sessions comparing two models do not reload them in turn
+
+
+@st.cache_resource(show_spinner="Loading model…", max_entries=MODELS_KEPT)
 def cached_model(name_or_path: str, device: str) -> ModelAdapter:
-    """The shared adapter for (model, device); loaded once per process."""
+    """The shared adapter for (model, device); loaded once per process, the MODELS_KEPT most recent
+    kept (every model any session ever picked stayed loaded: on a GPU, an 8B model is 16 GB)."""
     return load(name_or_path, device=device)
 
 

@@ -7,20 +7,25 @@ or the training runs, instead of as an OSError once the result exists and can on
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 
 def check_writable(path: Path, what: str) -> None:
     """Raise ValueError unless a file can be created at `path`, before hours of work go into it.
 
-    Creates and removes a probe file in the folder (making the folder if needed).
+    Creates and removes a probe file in the folder (making the folder if needed), named for this
+    call alone: with one shared name, two sessions checking one target at once removed each other's
+    probe, and the second removal called a writable folder "not writable".
     """
     if path.is_dir():
         raise ValueError(f"{what} {str(path)!r} is a directory; give a file path")
-    probe = path.with_name(f".{path.name}.probe")
+    probe = path.with_name(f".{path.name[:64]}.{os.getpid()}-{uuid.uuid4().hex[:8]}.probe")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
+        with probe.open("xb"):
+            pass
         probe.unlink()
     except (FileExistsError, NotADirectoryError):
         raise ValueError(f"{what} {str(path)!r} cannot be created: a folder above it is a file; "

@@ -194,3 +194,43 @@ def test_first_visits_at_once_all_get_the_cache_folder(tmp_path: Path, monkeypat
     assert folders[0].is_relative_to(tmp_path / "cache")
     assert (folders[0] / "plotly.min.js").stat().st_size == static_component.PLOTLY_JS.stat().st_size
     assert sorted(p.name for p in folders[0].iterdir()) == ["index.html", "plotly.min.js"]  # no part file left
+
+
+# ---- shared folders and the shared model cache --------------------------------------------
+
+def test_sessions_checking_one_target_at_once_all_find_it_writable(tmp_path: Path) -> None:
+    """One probe name for every caller: one session's removal took another's probe, which then
+    failed to remove it and called a writable folder "not writable"."""
+    from dllm_viz.writable import check_writable
+
+    target, failures = tmp_path / "controllers" / "shared.safetensors", []
+    start = threading.Barrier(8)
+
+    def check_many() -> None:
+        start.wait()
+        for _ in range(150):
+            try:
+                check_writable(target, "Save as")
+            except ValueError as exc:
+                failures.append(str(exc))
+
+    threads = [threading.Thread(target=check_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    assert list(target.parent.iterdir()) == [], "a probe was left behind"
+
+
+def test_the_shared_model_cache_keeps_the_most_recent_models_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every model any session picked stayed loaded for the server's life."""
+    loads: list[str] = []
+    monkeypatch.setattr(common, "load", lambda name, device: loads.append(name) or name)
+    common.cached_model.clear()
+    try:
+        for name in ("a", "b", "c", "c", "a"):
+            common.cached_model(name, "cpu")
+    finally:
+        common.cached_model.clear()
+    assert common.MODELS_KEPT == 2 and loads == ["a", "b", "c", "a"]
