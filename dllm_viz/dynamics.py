@@ -26,7 +26,14 @@ def masked_before(trace: Trace) -> np.ndarray:
     return trace.masked_before
 
 
-def _considered(trace: Trace) -> np.ndarray:
+def _commit(trace: Trace) -> np.ndarray:
+    """[L] int64 `Trace.commit_step`. Why passed around rather than re-read: the property scans the
+    whole [S, L] commit grid on every access (~4 ms at 2000 x 1024), and the refinement view's
+    three numbers read it ten times."""
+    return trace.commit_step.astype(np.int64)
+
+
+def _considered(trace: Trace, commit: np.ndarray) -> np.ndarray:
     """[S, L] True at the steps where a position was masked, up to and including its (last) commit step.
 
     Why not `steps <= commit`: a block-refinement edit can write the mask back into a committed
@@ -34,7 +41,6 @@ def _considered(trace: Trace) -> np.ndarray:
     not steps it was refined at, and counting them made a position look settled at a step it
     was not even masked.
     """
-    commit = trace.commit_step.astype(np.int64)
     steps = np.arange(trace.num_steps)[:, None]
     return np.asarray((steps <= commit[None, :]) & masked_before(trace), dtype=bool)
 
@@ -53,9 +59,13 @@ def settled_step(trace: Trace) -> np.ndarray:
         [L] int32 steps; -1 where the position never committed or its candidate at the commit
         step was not its final token.
     """
-    commit = trace.commit_step.astype(np.int64)
+    commit = _commit(trace)
+    return _settled(trace, commit, _considered(trace, commit))
+
+
+def _settled(trace: Trace, commit: np.ndarray, considered: np.ndarray) -> np.ndarray:
+    """`settled_step` from the commit steps and `_considered` cells already at hand."""
     steps = np.arange(trace.num_steps)[:, None]
-    considered = _considered(trace)
     good = trace.candidate == trace.final_tokens[None, :]
     last_bad = np.where(considered & ~good, steps, -1).max(axis=0, initial=-1)
     after = considered & (steps > last_bad[None, :])
@@ -93,9 +103,9 @@ def _redundant_share(trace: Trace, *, spent_on: np.ndarray, wasted_on: np.ndarra
     Both count masked steps up to the commit (`_considered`): c + 1 and c - t for a position masked
     from the start, fewer for one an edit re-opened (its committed steps in between refined nothing).
     """
-    commit = trace.commit_step.astype(np.int64)
-    settled = settled_step(trace).astype(np.int64)
-    considered = _considered(trace)
+    commit = _commit(trace)
+    considered = _considered(trace, commit)
+    settled = _settled(trace, commit, considered).astype(np.int64)
     steps = np.arange(trace.num_steps)[:, None]
     committed = commit >= 0
     redundant = (considered & (steps >= settled[None, :]) & (steps < commit[None, :])).sum(axis=0)

@@ -193,3 +193,36 @@ EDIT_STEPS: list[Step] = [({0: 10, 1: 11}, {}), ({2: 12}, {0: 20}), ({3: 13}, {}
 def edit_trace() -> Trace:
     """The EDIT_STEPS trace: three edits at two positions, two post-steps."""
     return step_trace(EDIT_STEPS, 4)
+
+
+def edited_trace(num_steps: int, gen_length: int, *, edit_rate: float = 0.2, block_length: int = 8,
+                 seed: int = 0) -> Trace:
+    """`make_trace` plus token edits (block refinement): after its commit, every position is edited at
+    each later step of its block with probability `edit_rate`, each edit to a different token.
+
+    Built with numpy alone, so a 2000-step, 1024-position trace with ~100k edits takes about a
+    second (the large-trace tests). Passes the file checks (`load_trace`).
+    """
+    base = make_trace(num_steps, gen_length, block_length=block_length, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    commit, window = base.commit_step, base.window
+    steps = np.arange(num_steps)[:, None]
+    # A position's block ends at the last step whose window holds it (its window opens at or before its commit).
+    inside = (np.arange(gen_length)[None, :] >= window[:, :1]) & (np.arange(gen_length)[None, :] < window[:, 1:])
+    block_end = np.where(inside.any(axis=0), num_steps - 1 - np.argmax(inside[::-1], axis=0), -1)
+    edited = ((commit[None, :] >= 0) & (steps > commit[None, :]) & (steps <= block_end[None, :])
+              & (rng.random((num_steps, gen_length)) < edit_rate))
+    span = VOCAB - 2  # tokens 2..VOCAB-1; each edit moves the token by 1..span-1 places, so it changes
+    shift = np.cumsum(np.where(edited, rng.integers(1, span, size=edited.shape), 0), axis=0)
+    tokens = base.tokens.copy()
+    tokens[1:] = np.where(shift > 0, 2 + (tokens[1:] - 2 + shift) % span, tokens[1:])  # EOS (1) too
+    edit = COMMIT_REASONS.index("edit")
+    reason = np.where(base.reason == edit, 0, base.reason)  # 'edit' is the reason of edits only
+    reason[edited] = edit
+    arrays = {name: getattr(base, name) for name in (
+        "candidate", "confidence", "entropy", "margin", "committed", "window", "block_index", "pass_kind",
+        "query_len", "step_seconds", "forward_seconds")}
+    return Trace(**arrays, tokens=tokens, reason=reason, edited=edited, prompt_ids=base.prompt_ids,
+                 extras=dict(base.extras),
+                 meta={**meta("edited"), "decode_config": DecodeConfig(gen_length=gen_length).to_dict(),
+                       "created_utc": "2026-12-01T00:00:00+00:00"})

@@ -44,12 +44,33 @@ def pool_axis(values: np.ndarray, factor: int, axis: int, how: PoolHow | Literal
         return _ratio(total, count, values.dtype)
     if factor == 1 or values.shape[axis] == 0:
         return values.astype(bool) if how == "any" else values
-    starts = bin_starts(values.shape[axis], factor)
     if how == "any":
-        return np.logical_or.reduceat(values.astype(bool), starts, axis=axis)
+        return _reduce_bins(values.astype(bool), factor, axis, np.logical_or)
     if how == "sum":
-        return np.add.reduceat(values, starts, axis=axis)
-    return _REDUCERS[how].reduceat(values, starts, axis=axis)
+        return _reduce_bins(values, factor, axis, np.add)
+    return _reduce_bins(values, factor, axis, _REDUCERS[how])
+
+
+def _reduce_bins(values: np.ndarray, factor: int, axis: int, ufunc: np.ufunc) -> np.ndarray:
+    """`ufunc.reduceat` over bins of `factor` along `axis`, with the same result, in ~1/20 of the time.
+
+    Why not reduceat: on a 2000 x 2048 grid it took 40-60 ms per axis (most of a heatmap's
+    build, at every Decode step). Here the i-th items of all bins are combined at once, one
+    whole-array ufunc call per offset in the bin; the last, shorter bin the same way. min, max,
+    any and integer sums are exactly reduceat's; float sums differ from its pairwise sums only
+    by rounding (a few ulp).
+    """
+    moved = np.moveaxis(values, axis, 0)
+    full = values.shape[axis] // factor * factor
+    parts = []
+    for block, width in ((moved[:full], factor), (moved[full:], values.shape[axis] - full)):
+        if block.shape[0] == 0:
+            continue
+        out = np.array(block[0::width])
+        for offset in range(1, width):
+            ufunc(out, block[offset::width], out=out)
+        parts.append(out)
+    return np.ascontiguousarray(np.moveaxis(np.concatenate(parts) if len(parts) > 1 else parts[0], 0, axis))
 
 
 def _ratio(total: np.ndarray, count: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -118,3 +139,40 @@ def quantize(values: np.ndarray, zmin: float, zmax: float) -> np.ndarray:
     codes = np.rint(scaled * QUANT_LEVELS).astype(np.uint8)
     codes[~np.isfinite(values)] = QUANT_NO_DATA
     return np.asarray(codes, dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class CellGroups:
+    """Cells (or events) gathered into square blocks of `factor` x `factor` cells.
+
+    Attributes:
+        factor: the block side, a power of two (1: every distinct cell is its own group).
+        group: per input item, the index of its group; groups are numbered in row-major block order.
+        count: how many groups there are.
+    """
+
+    factor: int
+    group: np.ndarray
+    count: int
+
+
+def group_cells(rows: np.ndarray, cols: np.ndarray, limit: int) -> CellGroups:
+    """Gather (row, col) items into k x k blocks, k the smallest power of two leaving at most `limit` groups.
+
+    Why: a marker overlay draws one SVG marker per group, and the browser stalls at tens of
+    thousands of them (a block-refinement trace can edit 100k cells); past `limit` each marker
+    stands for a block of cells, which the figure then says.
+
+    Raises:
+        ValueError: `limit` is below 1.
+    """
+    if limit < 1:
+        raise ValueError(f"the marker limit must be >= 1, got {limit}; pass a positive limit")
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    factor = 1
+    while True:
+        width = int(cols.max(initial=0)) // factor + 1
+        keys, group = np.unique((rows // factor) * width + cols // factor, return_inverse=True)
+        if keys.size <= limit:
+            return CellGroups(factor=factor, group=group.reshape(-1), count=int(keys.size))
+        factor *= 2

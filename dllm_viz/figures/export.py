@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._layout import finish_layout, trace_label
+from dllm_viz.figures._layout import finish_layout, finish_options, merged, trace_label
 from dllm_viz.figures._pooling import pool_axis, pool_factor
 from dllm_viz.figures.tokens import (
     EARLIER,
@@ -124,13 +124,15 @@ def replay_figure(trace: Trace, *, max_frames: int = 64, max_positions: int = 51
     width = grid_width(cells, tokens_per_row)
     steps = frame_steps(trace.num_steps, max_frames)
     names = ["initial" if s < 0 else str(s) for s in steps]
-    frames = [go.Frame(data=_frame_data(trace, int(s), factor, width), name=n)
+    # Frames as plain dicts of traces validated when made: plotly validated each frame's traces
+    # twice more (go.Frame, then the figure), half of a 64-frame replay's build.
+    frames = [{"data": [part.to_plotly_json() for part in _frame_data(trace, int(s), factor, width)], "name": n}
               for s, n in zip(steps, names, strict=True)]
-    fig = go.Figure(data=frames[0].data, frames=frames, layout=grid_layout())
-    fig.update_layout(**_controls(names, frame_ms))
     pooled = "" if factor == 1 else f", {factor} positions per cell"
     default = f"Replay: {trace_label(trace)}, NFE {trace.nfe}{pooled}<br><sup>{state_legend()}</sup>"
-    return finish_layout(fig, title=title or default, height=grid_height(cells, width) + 60)
+    layout = merged(grid_layout(), _controls(names, frame_ms),
+                    finish_options(title or default, grid_height(cells, width) + 60))
+    return go.Figure(data=frames[0]["data"], frames=frames, layout=layout, _validate=False)
 
 
 def replay_html(trace: Trace, *, max_frames: int = 64, max_positions: int = 512, tokens_per_row: int = 32,

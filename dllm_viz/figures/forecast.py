@@ -19,7 +19,6 @@ from dllm_viz.figures._layout import (
     OKABE_ITO,
     axis,
     finish_layout,
-    masked_before,
     plotly_text,
     recorded_number,
     step_ticks,
@@ -100,25 +99,36 @@ def _vertical(step: int, name: str, color: str, dash: str, row_legend: bool) -> 
                       hovertemplate=f"{name} at step {step}<extra></extra>")
 
 
-def _panel(trace: Trace, p: int, threshold: float, base_step: int, first: bool) -> list[go.Scatter]:
-    """The traces of one position's panel (legend entries only on the first panel)."""
-    steps = np.arange(trace.num_steps)
+def _panel(trace: Trace, p: int, threshold: float, steps_of: tuple[int, int, int], first: bool) -> list[go.Scatter]:
+    """The traces of one position's panel (legend entries only on the first panel).
+
+    The series are sent only over the steps where any of them has a value (the position was
+    masked, or tracked by CE): outside them every point is NaN and draws nothing, and a
+    2000-step trace sent ~150 kB of NaN per panel. The threshold line keeps the whole step range.
+    `steps_of` is the position's (CE early commit, commit, base rule commit) step, -1 for none,
+    read once for all panels (each is a scan of the whole trace).
+    """
     ex = trace.extras
-    horizon = ex[KALMAN_HORIZON][:, p] if KALMAN_HORIZON in ex else np.full(trace.num_steps, np.nan)
-    observed = np.where(masked_before(trace)[:, p], trace.confidence[:, p], np.nan)
+    column = trace.tokens[:-1, p] == trace.mask_token_id  # masked_before's column, without the rest
+    series = {name: ex[name][:, p] for name in (KALMAN_LOWER, KALMAN_UPPER, KALMAN_FORECAST, KALMAN_LEVEL)}
+    observed = np.where(column, trace.confidence[:, p], np.nan)
+    defined = np.flatnonzero(np.isfinite(np.vstack([*series.values(), observed])).any(axis=0))
+    shown = slice(int(defined[0]), int(defined[-1]) + 1) if defined.size else slice(0, 0)
+    steps = np.arange(trace.num_steps)[shown]
+    horizon = ex[KALMAN_HORIZON][shown, p] if KALMAN_HORIZON in ex else np.full(steps.size, np.nan)
 
     def line(y: np.ndarray, name: str, color: str, **extra: object) -> go.Scatter:
-        return go.Scatter(x=steps, y=y, mode="lines", name=name, legendgroup=name, showlegend=first,
+        return go.Scatter(x=steps, y=y[shown], mode="lines", name=name, legendgroup=name, showlegend=first,
                           line={"color": color, "width": 1.5}, customdata=horizon,
                           hovertemplate=f"step %{{x}}<br>{name} %{{y:.3f}}<br>horizon h* %{{customdata}}"
                                         "<extra></extra>", **extra)
 
     out = [
-        line(ex[KALMAN_LOWER][:, p], "forecast lower", OKABE_ITO[5]),
-        line(ex[KALMAN_UPPER][:, p], "forecast upper", OKABE_ITO[5], fill="tonexty", fillcolor=BAND_FILL),
-        line(ex[KALMAN_FORECAST][:, p], "forecast mean", OKABE_ITO[0]),
-        line(ex[KALMAN_LEVEL][:, p], "filtered level", OKABE_ITO[7]),
-        go.Scatter(x=steps, y=observed, mode="markers", name="observed confidence", legendgroup="observed",
+        line(series[KALMAN_LOWER], "forecast lower", OKABE_ITO[5]),
+        line(series[KALMAN_UPPER], "forecast upper", OKABE_ITO[5], fill="tonexty", fillcolor=BAND_FILL),
+        line(series[KALMAN_FORECAST], "forecast mean", OKABE_ITO[0]),
+        line(series[KALMAN_LEVEL], "filtered level", OKABE_ITO[7]),
+        go.Scatter(x=steps, y=observed[shown], mode="markers", name="observed confidence", legendgroup="observed",
                    showlegend=first, marker={"color": OKABE_ITO[1], "size": 6},
                    hovertemplate="step %{x}<br>observed confidence %{y:.3f}<extra></extra>"),
         go.Scatter(x=[0, max(trace.num_steps - 1, 0)], y=[threshold, threshold], mode="lines",
@@ -126,7 +136,7 @@ def _panel(trace: Trace, p: int, threshold: float, base_step: int, first: bool) 
                    line={"color": OKABE_ITO[3], "dash": "dot"},
                    hovertemplate="threshold %{y}<extra></extra>"),
     ]
-    early, commit = int(ce_early_step(trace)[p]), int(trace.commit_step[p])
+    early, commit, base_step = steps_of
     if commit >= 0:
         name = "CE early commit" if early == commit else "commit"
         out.append(_vertical(commit, name, OKABE_ITO[2] if early == commit else OKABE_ITO[7], "solid", first))
@@ -164,12 +174,13 @@ def kalman_forecast_bands(trace: Trace, *, positions: Sequence[int] | None = Non
     _check(trace, chosen, base_commit_step)
     tau = ce_threshold(trace) if threshold is None else float(threshold)
     base = np.full(trace.gen_length, -1) if base_commit_step is None else np.asarray(base_commit_step)
+    early, commit = ce_early_step(trace), trace.commit_step
     texts = token_texts(trace, trace.final_tokens[chosen])
     titles = [f"position {p}: {plotly_text(t)}" for p, t in zip(chosen, texts, strict=True)]
     fig = make_subplots(rows=len(chosen), cols=1, shared_xaxes=True, vertical_spacing=0.3 / len(chosen),
                         subplot_titles=titles)
     for row, p in enumerate(chosen, start=1):
-        for item in _panel(trace, p, tau, int(base[p]), first=row == 1):
+        for item in _panel(trace, p, tau, (int(early[p]), int(commit[p]), int(base[p])), first=row == 1):
             fig.add_trace(item, row=row, col=1)
         fig.update_yaxes(axis("confidence", range=[0, 1.05]), row=row, col=1)
     fig.update_xaxes(axis("step"), row=len(chosen), col=1)

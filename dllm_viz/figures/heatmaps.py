@@ -158,7 +158,9 @@ def confidence_heatmap(trace: Trace, *, title: str | None = None, show_commits: 
         trace: the decode to draw.
         title: figure title; the default names the trace label and NFE.
         show_commits: overlay one marker trace at every (position, step) commit and, when the
-            trace has token edits, one at every edit (hover: "edited: 'old' → 'new' at step s").
+            trace has token edits, one at every edit (hover: "edited: 'old' → 'new' at step s");
+            past overlays.MAX_COMMIT_MARKERS / MAX_EDIT_MARKERS marked cells, one marker per
+            block of cells, which its legend entry names.
         show_blocks: overlay the window [start, end) of every step as one bar trace of edges.
         show_bands: overlay the volatility-band edges when the trace has extras['volatility_region'].
         max_steps: rows above this are min-pooled in whole bins of steps.

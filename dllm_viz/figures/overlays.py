@@ -5,6 +5,8 @@ edges are one `go.Bar` each: thin vertical bars placed with per-bar `offset`, be
 position axis is categorical (one token label per column) and plotly maps a scatter's numeric x
 on a category axis to new categories, so only bar offsets can sit on the edge *between* two
 columns. Runs of steps with the same edge are merged into one bar. Hundreds of layout shapes are never used.
+Marker overlays draw at most MAX_COMMIT_MARKERS / MAX_EDIT_MARKERS markers: past that, one marker
+stands for a block of cells (`_pooling.group_cells`) and its legend entry says so.
 """
 
 from __future__ import annotations
@@ -14,25 +16,50 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._edits import capped, edit_text
+from dllm_viz.figures._edits import MAX_HOVER_EDITS, earlier_line, edit_event, edit_text
 from dllm_viz.figures._grid import StepGrid
 from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR, EDIT_COLOR, FLAG_COLOR, plotly_text
-from dllm_viz.figures._pooling import bin_starts
+from dllm_viz.figures._pooling import CellGroups, bin_starts, group_cells
 from dllm_viz.trace import Trace
 
 EDGE_WIDTH = 0.1  # bar width in column widths; the outline keeps it >= 1 px when columns are thin
 BAND = 1  # volatility_region code of the band (0 plateau, 1 band, 2 floor)
 
 Edge = tuple[int, int, int]  # (position edge, first step, last step)
+# Most markers an overlay draws (SVG: the browser slows down past a few thousand). A decode commits
+# each position about once, so commits stay one marker per cell up to 4000 positions; edits carry
+# hover text, so fewer of them.
+MAX_COMMIT_MARKERS = 4000
+MAX_EDIT_MARKERS = 2000
 
 
-def commit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
-    """One marker per pooled cell that holds a commit (max-pool of `trace.committed`)."""
+def grouped_note(groups: CellGroups) -> str:
+    """What a thinned marker trace's legend adds: how many heatmap cells one marker stands for."""
+    return "" if groups.factor == 1 else f" (one mark per {groups.factor}x{groups.factor} cells)"
+
+
+def _first_of_groups(groups: CellGroups) -> np.ndarray:
+    """Index of the first item of every group (items come in row-major order)."""
+    return np.unique(groups.group, return_index=True)[1]
+
+
+def commit_markers(trace: Trace, grid: StepGrid, *, max_markers: int = MAX_COMMIT_MARKERS) -> go.Scatter:
+    """One marker per pooled cell that holds a commit (max-pool of `trace.committed`).
+
+    Past `max_markers` such cells (edits that re-mask positions make recommits), one marker per
+    block of cells, on the block's first commit cell; the legend and hover say so.
+    """
     rows, cols = np.nonzero(grid.pool(trace.committed, "any"))
+    groups = group_cells(rows, cols, max_markers)
+    note = grouped_note(groups)
+    if groups.factor > 1:
+        first = _first_of_groups(groups)
+        rows, cols = rows[first], cols[first]
     return go.Scatter(
-        x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name="commit",
+        x=[grid.labels[c] for c in cols], y=grid.row_centers[rows], mode="markers", name=f"commit{note}",
         marker={"symbol": "square-open", "color": COMMIT_COLOR, "size": 7, "line": {"width": 2}},
-        hovertemplate="commit at position %{x}<br>step %{y}<extra></extra>",
+        hovertemplate=f"commit at position %{{x}}<br>step %{{y}}{'<br>' + note.strip() if note else ''}"
+                      "<extra></extra>",
     )
 
 
@@ -64,20 +91,36 @@ def flag_markers(flags: CellFlags, grid: StepGrid) -> go.Scatter:
     )
 
 
-def edit_markers(trace: Trace, grid: StepGrid) -> go.Scatter:
-    """One marker per pooled cell that holds a token edit; its hover names each edit of the cell.
+def edit_markers(trace: Trace, grid: StepGrid, *, max_markers: int = MAX_EDIT_MARKERS) -> go.Scatter:
+    """One marker per pooled cell that holds a token edit; its hover names the cell's edits.
 
     An edited cell is committed (grey), so the marker is a filled purple x, apart from the
-    commits' open vermillion squares; hover reads "position p: edited: 'old' → 'new' at step s".
+    commits' open vermillion squares; hover reads "position p: edited: 'old' → 'new' at step s",
+    the last MAX_HOVER_EDITS edits of the cell after a line counting the earlier ones. Past
+    `max_markers` edited cells, one marker per block of cells (on its latest edit), its hover
+    first counting the block's edits and naming their positions and steps; the legend says so.
     """
-    lines: dict[tuple[int, int], list[str]] = {}
-    for event in trace.edit_events:
-        cell = (event.step // grid.row_factor, event.position // grid.col_factor)
-        lines.setdefault(cell, []).append(f"position {event.position}: {plotly_text(edit_text(trace, event))}")
-    cells = sorted(lines)
+    steps, positions = np.nonzero(trace.edited)  # step order, then position order: Trace.edit_events'
+    rows, cols = steps // grid.row_factor, positions // grid.col_factor
+    groups = group_cells(rows, cols, max_markers)
+    order = np.argsort(groups.group, kind="stable")  # each group's edits together, in step order
+    starts = np.flatnonzero(np.diff(groups.group[order], prepend=-1))
+    ends = np.append(starts[1:], order.size)[: starts.size].astype(np.int64)
+    texts = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        members = order[start:end]
+        lines = [earlier_line(end - start - MAX_HOVER_EDITS)] if end - start > MAX_HOVER_EDITS else []
+        if groups.factor > 1:
+            lines.insert(0, f"{end - start} edits at positions {positions[members].min()}-"
+                            f"{positions[members].max()}, steps {steps[members].min()}-{steps[members].max()}")
+        for i in members[-MAX_HOVER_EDITS:].tolist():
+            event = edit_event(trace, int(steps[i]), int(positions[i]))
+            lines.append(f"position {event.position}: {plotly_text(edit_text(trace, event))}")
+        texts.append("<br>".join(lines))
+    latest = order[ends - 1]
     return go.Scatter(
-        x=[grid.labels[c] for _, c in cells], y=grid.row_centers[[r for r, _ in cells]] if cells else [],
-        text=["<br>".join(capped(lines[cell])) for cell in cells], mode="markers", name="edit",
+        x=[grid.labels[c] for c in cols[latest]], y=grid.row_centers[rows[latest]], text=texts, mode="markers",
+        name=f"edit{grouped_note(groups)}",
         marker={"symbol": "x", "color": EDIT_COLOR, "size": 9, "line": {"color": "#FFFFFF", "width": 1}},
         hovertemplate="%{text}<extra></extra>",
     )

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._edits import capped, edit_text, edits_by_position, token_display
+from dllm_viz.figures._edits import position_edits, token_display
 from dllm_viz.figures._layout import (
     DRAFT_TEXT_COLOR,
     EARLIER_COLOR,
@@ -63,9 +63,14 @@ class TokenStates:
         confidence: the model's confidence in that text at this step (NaN before step 0).
         is_draft: True where the text is a masked position's current candidate.
         edited_now: True where the position's committed token was replaced at this step.
-        replaced: per position, the texts of the tokens edits replaced up to this step, oldest
-            first; empty where there were none or the position is masked now.
-        edit_notes: per position, one `edit_text` line per edit up to this step.
+        edit_count: per position, how many edits replaced its token up to this step.
+        replaced: per position, the texts of the tokens the newest edits (at most
+            MAX_HOVER_EDITS) replaced up to this step, oldest first; empty where there were none
+            or the position is masked now. `edit_count` says how many there were in all.
+        edit_notes: per position, one `edit_text` line per edit up to this step, capped as a
+            hover shows them (`_edits.capped`: the newest MAX_HOVER_EDITS after one line counting
+            the rest). Why capped here: a position edited hundreds of times would otherwise cost
+            hundreds of strings per strip, all but the last few never shown.
     """
 
     state: np.ndarray
@@ -73,6 +78,7 @@ class TokenStates:
     confidence: np.ndarray
     is_draft: np.ndarray
     edited_now: np.ndarray
+    edit_count: np.ndarray
     replaced: list[tuple[str, ...]]
     edit_notes: list[list[str]]
 
@@ -101,14 +107,17 @@ def token_states(trace: Trace, step: int | None = None) -> TokenStates:
     state = np.select([now & (conf < LOW_CONFIDENCE), now & (conf < MID_CONFIDENCE), now, before != mask],
                       [1, 2, 3, EARLIER], default=MASKED).astype(np.int8)
     is_draft = (after == mask) & (s >= 0)
-    edits = edits_by_position(trace, s) if s >= 0 else {}
-    history = [edits.get(p, []) for p in range(trace.gen_length)]
+    edits = position_edits(trace, s)
+    replaced: list[tuple[str, ...]] = [()] * trace.gen_length
+    notes: list[list[str]] = [[] for _ in range(trace.gen_length)]
+    for p, events in edits.recent.items():
+        notes[p] = edits.notes(trace, p)
+        if after[p] != mask:
+            replaced[p] = tuple(token_display(trace, e.old) for e in events)
     return TokenStates(
         state=state, text=token_texts(trace, shown), confidence=conf.astype(np.float64), is_draft=is_draft,
         edited_now=trace.edited[s].copy() if s >= 0 else np.zeros(trace.gen_length, bool),
-        replaced=[tuple(token_display(trace, e.old) for e in events) if token != mask else ()
-                  for token, events in zip(after.tolist(), history, strict=True)],
-        edit_notes=[[edit_text(trace, e) for e in events] for events in history])
+        edit_count=edits.count, replaced=replaced, edit_notes=notes)
 
 
 def wrap(values: np.ndarray, width: int, fill: float = np.nan) -> np.ndarray:
@@ -139,8 +148,9 @@ def edit_marks(positions: np.ndarray, hover: list[str], *, width: int, name: str
 
 
 def _notes(notes: list[str]) -> str:
-    """Edit lines for a plotly hover: each on its own line, escaped, capped ('' for none)."""
-    return "".join(f"<br>{plotly_text(line)}" for line in capped(notes))
+    """Edit lines (already capped: `PositionEdits.notes`) for a plotly hover: each on its own line,
+    escaped ('' for none)."""
+    return "".join(f"<br>{plotly_text(line)}" for line in notes)
 
 
 def grid_traces(z: np.ndarray, texts: list[str], text_colors: list[str], *, width: int,
@@ -270,8 +280,8 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
     names = reason_names(trace)
     reasons = [names[r] if 0 <= r < len(names) else "never committed" for r in trace.commit_reason]
     texts = token_texts(trace, trace.final_tokens)
-    edits = edits_by_position(trace)
-    notes = [[edit_text(trace, e) for e in edits.get(p, [])] for p in range(trace.gen_length)]
+    edits = position_edits(trace)
+    notes = [edits.notes(trace, p) for p in range(trace.gen_length)]
     hover = [f"position {p}: {plotly_text(t)}<br>committed at step {int(c) if np.isfinite(c) else '-'}"
              f"<br>reason {r}{_notes(n)}"
              for p, (t, c, r, n) in enumerate(zip(texts, steps, reasons, notes, strict=True))]
@@ -279,12 +289,12 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
     colors = ["#111111" if np.isnan(c) or c / top > 0.55 else "#FFFFFF" for c in steps]
     width = grid_width(trace.gen_length, tokens_per_row)
     mask = mask_token_id(trace)
-    struck = [token_display(trace, edits[p][-1].old) if p in edits and token != mask else ""
+    struck = [token_display(trace, edits.recent[p][-1].old) if p in edits.recent and token != mask else ""
               for p, token in enumerate(trace.final_tokens.tolist())]
     traces = grid_traces(steps, texts, colors, width=width, hover=hover, struck=struck, zmin=0, zmax=top,
                          colorscale=STEP_SCALE, name="commit step", colorbar={"title": {"text": "commit step"}})
-    if edits:
-        edited = np.array(sorted(edits))
+    if edits.recent:
+        edited = np.array(sorted(edits.recent))
         traces.append(edit_marks(edited, [hover[p] for p in edited], width=width, name="edited after commit",
                                  showlegend=True))
     default = titled("Commit order", trace_label(trace), f"NFE {trace.nfe}")
@@ -293,12 +303,14 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
 
 
 def _span(text: str, background: str, color: str, tip: str, *, draft: bool, replaced: tuple[str, ...] = (),
-          edited_now: bool = False) -> str:
+          replaced_count: int | None = None, edited_now: bool = False) -> str:
+    """One strip token; `replaced` are the newest tokens edits replaced (of `replaced_count` in all)."""
     style = (f"background:{background};color:{color};padding:1px 3px;margin:1px;border-radius:3px;"
              "white-space:pre;display:inline-block" + (";font-style:italic;opacity:0.75" if draft else "")
              + (f";outline:2px solid {EDIT_COLOR}" if edited_now else ""))
     shown = replaced[-_STRUCK_HTML:]
-    old = ("…" if len(replaced) > len(shown) else "") + "".join(
+    total = len(replaced) if replaced_count is None else replaced_count
+    old = ("…" if shown and total > len(shown) else "") + "".join(
         f'<s style="opacity:0.7">{html.escape(t)}</s> ' for t in shown)
     return f'<span style="{style}" title="{html.escape(tip, quote=True)}">{old}{html.escape(text)}</span>'
 
@@ -320,9 +332,9 @@ def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = Tr
                                                    states.confidence, strict=True)):
         fg = text_color(int(k), bool(draft))
         tip = "; ".join([f"position {p}: {STATE_NAMES[k]}{' (draft)' if draft else ''}, confidence {conf:.3f}",
-                         *capped(states.edit_notes[p])])
+                         *states.edit_notes[p]])
         spans.append(_span(text, STATE_COLORS[k], fg, tip, draft=bool(draft), replaced=states.replaced[p],
-                           edited_now=bool(states.edited_now[p])))
+                           replaced_count=int(states.edit_count[p]), edited_now=bool(states.edited_now[p])))
     out = '<div class="dllm-token-strip" style="font-family:monospace;line-height:1.8">' + "".join(spans)
     if legend:
         keys = "".join(_span(n, c, text_color(i, False), n, draft=False)
