@@ -8,6 +8,7 @@ the layout tests read fake /proc files, so the discovery logic runs everywhere.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
@@ -211,3 +212,24 @@ def test_without_a_cgroup_the_bound_is_said_to_be_per_process(fake_proc: Path,
     assert "note: scored code is held to 1 GiB per process only" in capsys.readouterr().err
     warn_scoring(args, heldout_problems("arith", 1))
     assert capsys.readouterr().err == "", "a run that scores no code says nothing about the sandbox"
+
+
+@needs_cgroup
+def test_a_group_no_process_can_enter_is_no_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a group can be made but a process not moved into it, every sandbox would have been
+    refused at its start; discovery tries the move, so the per-process bound is used instead."""
+    layout = memory_cgroup._layout()
+    assert not isinstance(layout, str)
+
+    class NoSuchProcess:
+        pid = 1 << 30  # above any pid_max: the kernel refuses the move
+        stdin = io.BytesIO()
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(memory_cgroup.subprocess, "Popen", lambda *args, **kwargs: NoSuchProcess())
+    before = own_groups()
+    reason = memory_cgroup._usable(layout)
+    assert isinstance(reason, str) and reason.startswith("a process cannot be put in a memory cgroup under")
+    assert own_groups() == before, "the probe group was left behind"

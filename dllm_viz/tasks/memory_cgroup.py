@@ -15,6 +15,8 @@ import contextlib
 import functools
 import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,16 +106,32 @@ def _layout() -> _Layout | str:
 
 
 def _usable(layout: _Layout) -> _Layout | str:
-    """The layout if a group can be made and removed in it, else why not."""
+    """The layout if a group can be made, bounded, entered by a process and removed in it, else why not.
+
+    Entering is tried too (a waiting child is moved in): where mkdir works but moving a process
+    does not (cgroup v2's rules on who may move what), every sandbox would otherwise be refused.
+    """
     probe = layout.parent / f"{PREFIX}{os.getpid()}-probe-{secrets.token_hex(4)}"
     try:
         probe.mkdir()
     except OSError as exc:
         return f"a memory cgroup cannot be made under {str(layout.parent)!r} ({exc.strerror or exc})"
-    ok = (probe / layout.limit_file).exists()
-    with contextlib.suppress(OSError):
-        probe.rmdir()
-    return layout if ok else f"cgroups made under {str(layout.parent)!r} have no {layout.limit_file}"
+    try:
+        if not (probe / layout.limit_file).exists():
+            return f"cgroups made under {str(layout.parent)!r} have no {layout.limit_file}"
+        (probe / layout.limit_file).write_text(str(1 << 30))
+        waiting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        try:
+            (probe / "cgroup.procs").write_text(str(waiting.pid))
+        finally:
+            assert waiting.stdin is not None
+            waiting.stdin.close()
+            waiting.wait()
+    except OSError as exc:
+        return f"a process cannot be put in a memory cgroup under {str(layout.parent)!r} ({exc.strerror or exc})"
+    finally:
+        MemoryGroup(probe, 1, layout).remove()
+    return layout
 
 
 def _unescape(field: str) -> str:
