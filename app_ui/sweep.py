@@ -17,13 +17,13 @@ import streamlit as st
 from app_ui.common import model_turn
 from dllm_viz.bench import ROW_COLUMNS, SUMMARY_COLUMNS, cut_off_warning, run_bench
 from dllm_viz.config import DecodeConfig
-from dllm_viz.evaluation import require_code_sandbox
+from dllm_viz.evaluation import require_code_sandbox, runs_code
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import RULES, Pipeline
 from dllm_viz.policies.knobs import Knob, knobs
 from dllm_viz.replay import replayable
-from dllm_viz.tasks import Problem
-from dllm_viz.tasks.sandbox import SandboxUnavailableError
+from dllm_viz.tasks import Problem, memory_cgroup
+from dllm_viz.tasks.sandbox import SandboxUnavailableError, memory_bound
 
 MAX_GRID = 25
 # Tune's commit rules (those a dense trace can replay), the one it opens on, and the second sweep
@@ -89,6 +89,8 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
         st.error("Scoring code needs the bubblewrap sandbox, which is missing or cannot start on this server: "
                  "install bubblewrap there (apt-get install bubblewrap) and restart the app.")
         return
+    if runs_code(problems) and memory_cgroup.unavailable_reason() is not None:
+        st.caption(f"Scored code is held to {memory_bound()}.")  # what `eval` / `bench` say on stderr
     total = max(len(problems) * len(configs), 1)
     plan = repr((sorted((label, pipe.label) for label, pipe in configs.items()),
                  [p.problem_id for p in problems], config, adapter.info))

@@ -79,3 +79,16 @@ def test_code_scoring_without_bwrap_refuses_in_the_app(dirs: dict[str, Path], mo
         assert "cmp_bench" not in at.session_state  # nothing was decoded or scored
     finally:
         sandbox.unavailable_reason.cache_clear()
+
+
+def test_code_scored_without_a_memory_cgroup_says_the_bound_is_per_process(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dllm_viz.tasks import memory_cgroup
+
+    monkeypatch.setattr(memory_cgroup, "_layout", lambda: "this machine has no memory cgroup controller mounted")
+    at = open_app("compare", {"cmp_mode": "a prompt set", "cmp_task": "code", "cmp_gen": "16", "cmp_count": "1",
+                              "c1_block_length": "16", "c2_block_length": "16"})
+    click(at, "cmp_bench_run")
+    notes = [c.value for c in at.caption if "Scored code is held to" in c.value]
+    assert notes and "1 GiB per process only" in notes[0] and "no memory cgroup controller" in notes[0], notes
+    assert not errors(at)
