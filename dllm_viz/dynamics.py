@@ -27,8 +27,8 @@ def masked_before(trace: Trace) -> np.ndarray:
 
 
 def _commit(trace: Trace) -> np.ndarray:
-    """[L] int64 `Trace.commit_step`. Why passed around rather than re-read: the property scans the
-    whole [S, L] commit grid on every access (~4 ms at 2000 x 1024), and the refinement view's
+    """[L] int64 `Trace.commit_step` (a new array). Why passed around rather than re-read: the
+    property is computed once per trace, but each int64 cast copies it, and the refinement view's
     three numbers read it ten times."""
     return trace.commit_step.astype(np.int64)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from html_styles import resolved, token_styles
 from toy import ToyAdapter
 from trace_factory import MASK, edit_trace, hand_trace, make_trace, step_trace
 
@@ -27,6 +28,7 @@ from dllm_viz.figures import (
     token_strip,
     token_strip_html,
 )
+from dllm_viz.figures._layout import EDIT_COLOR
 from dllm_viz.policies import AlignedBlocks, BlockRefinementRule, Pipeline
 from dllm_viz.policies.base import COMMIT_REASONS
 from dllm_viz.trace import EditEvent, TraceFileError, load_trace
@@ -109,10 +111,13 @@ def test_token_strip_strikes_the_replaced_token_and_marks_this_steps_edits(edits
 
 def test_token_strip_html_strikes_old_tokens_and_outlines_this_steps_edits(edits) -> None:
     page = token_strip_html(edits, 3)
-    assert '<s style="opacity:0.7">w10</s> <s style="opacity:0.7">w20</s> w30</span>' in page
+    assert "<s>w10</s> <s>w20</s> w30</span>" in page
     assert "edited: &#x27;w11&#x27; → &#x27;w21&#x27; at step 3" in page
-    assert page.count("outline:2px solid") == 3  # positions 0 and 1, and the legend key
-    assert token_strip_html(edits, 4).count("outline:2px solid") == 1  # step 4 edits nothing
+    struck = [style for tag, style, _ in resolved(page) if tag == "s"]
+    assert len(struck) == 4 and all(style == {"opacity": "0.7"} for style in struck)  # 3 tokens, the legend's
+    outline = f"2px solid {EDIT_COLOR}"
+    assert [style.get("outline") for style in token_styles(page)].count(outline) == 3  # positions 0, 1, the key
+    assert [style.get("outline") for style in token_styles(token_strip_html(edits, 4))].count(outline) == 1
 
 
 def test_a_remasked_position_is_a_draft_with_its_edit_in_the_hover() -> None:
@@ -175,7 +180,7 @@ def test_a_trace_without_edits_draws_no_edit_trace_or_legend_entry(view: str) ->
 
 def test_the_strip_html_of_a_trace_without_edits_has_no_edit_keys() -> None:
     page = token_strip_html(make_trace(30, 16, seed=3), 5)
-    assert "<s " not in page and "outline" not in page and "edited" not in page
+    assert "<s>" not in page and "<s " not in page and "outline" not in page and "edited" not in page
 
 
 # ---- saved files -------------------------------------------------------------------------------

@@ -42,8 +42,9 @@ def reopened_trace() -> Trace:
     """One position: committed to 10 at step 0, re-opened by an edit at step 1, masked with its final
     candidate 12 at step 2, committed to 12 at step 3."""
     trace = step_trace([({0: 10}, {}), ({}, {0: MASK}), ({}, {}), ({0: 12}, {})], 1)
-    trace.candidate[2, 0] = 12  # its candidate settles on the final token as soon as it is masked again
-    return trace
+    candidate = trace.candidate.copy()  # a Trace's arrays are read-only: a changed trace is a new one
+    candidate[2, 0] = 12  # its candidate settles on the final token as soon as it is masked again
+    return replace(trace, candidate=candidate)
 
 
 def test_step_series_counts_the_mask_an_edit_writes_back() -> None:

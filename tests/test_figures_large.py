@@ -142,7 +142,7 @@ def test_token_states_edits_equal_the_full_history_reference() -> None:
     assert max(trace.edits_per_position) > 4  # the cap was exercised
     last = F.token_states(trace, 39)
     shortened = sum(1 for p in range(trace.gen_length) if last.replaced[p] and last.edit_count[p] > 2)
-    assert shortened and F.token_strip_html(trace, 39).count("…<s ") == shortened
+    assert shortened and F.token_strip_html(trace, 39).count("…<s>") == shortened
 
 
 # ---- per-step regions, Kalman panels, pooling ----------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from html_styles import declarations, resolved, token_styles
 from trace_factory import EOS, hand_trace, make_trace
 
 from dllm_viz.figures import (
@@ -263,3 +264,54 @@ def test_kalman_bands_tick_whole_steps_on_a_short_trace() -> None:
     trace = make_trace(5, 16, seed=2)  # synthetic Kalman extras on every position
     fig = kalman_forecast_bands(trace, positions=[1, 2])
     assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis2.dtick == 1
+
+
+# ---- the HTML strip: shared style in one <style> block, each token looking as its inline style made it --
+def _inline_style(state: int, draft: bool, edited_now: bool) -> dict[str, str]:
+    """The style each strip token carried inline before the <style> block (the look to keep)."""
+    from dllm_viz.figures._layout import EDIT_COLOR
+    from dllm_viz.figures.tokens import text_color
+
+    style = (f"background:{STATE_COLORS[state]};color:{text_color(state, draft)};padding:1px 3px;margin:1px;"
+             "border-radius:3px;white-space:pre;display:inline-block"
+             + (";font-style:italic;opacity:0.75" if draft else "")
+             + (f";outline:2px solid {EDIT_COLOR}" if edited_now else ""))
+    return declarations(style)
+
+
+@pytest.mark.parametrize("case", ["edited", "remasked", "plain"])
+def test_the_strip_html_draws_every_token_as_its_inline_style_did(case: str) -> None:
+    """Every token, struck token, legend key and the strip itself resolve to the style it had inline."""
+    from trace_factory import MASK, edited_trace, step_trace
+
+    from dllm_viz.figures.tokens import EARLIER, STATE_NAMES
+
+    trace = {"edited": lambda: edited_trace(40, 24, edit_rate=0.5, seed=2),
+             "remasked": lambda: step_trace([({0: 10, 1: 11}, {}), ({}, {0: MASK}), ({0: 12}, {1: 13})], 2),
+             "plain": lambda: make_trace(12, 20, seed=4)}[case]()
+    edits = bool(trace.edited.any())
+    for step in sorted({0, trace.num_steps // 2, trace.num_steps - 2, trace.num_steps - 1}):
+        states = token_states(trace, step)
+        page = token_strip_html(trace, step)
+        expected = [_inline_style(int(k), bool(d), bool(e))
+                    for k, d, e in zip(states.state, states.is_draft, states.edited_now, strict=True)]
+        expected += [_inline_style(k, False, False) for k in range(len(STATE_NAMES))]
+        expected += [_inline_style(EARLIER, False, False), _inline_style(EARLIER, False, True)] if edits else []
+        assert token_styles(page) == expected
+        elements = resolved(page)
+        assert elements[0][1] == {"font-family": "monospace", "line-height": "1.8"}  # the strip
+        assert [style for tag, style, _ in elements if tag == "div"][1] == {"margin-top": "4px", "font-size": "0.8em"}
+        assert all(style == {"opacity": "0.7"} for tag, style, _ in elements if tag == "s")
+    assert case != "remasked" or token_states(trace, 1).is_draft[0]  # a draft over a committed-earlier cell
+
+
+def test_the_strip_html_states_its_shared_style_once() -> None:
+    """Before: ~125 characters of inline style on every token, ~210 bytes a token, 0.46 MB at 2048
+    positions on every Decode scrub; now one <style> block inside the strip's <div> (where a sanitizer
+    that moves a leading <style> to the document head leaves it in place)."""
+    trace = make_trace(20, 1024, seed=1)
+    for step in (0, 10, 19):
+        page = token_strip_html(trace, step)
+        assert page.startswith('<div class="dllm-token-strip"><style>') and page.count("<style>") == 1
+        assert ' style="' not in page
+        assert len(page.encode()) < 100 * trace.gen_length, step

@@ -213,3 +213,126 @@ def test_a_trace_whose_metadata_leaves_the_optional_fields_unset_round_trips(tmp
     bare = replace(trace, meta=trace.meta.replace(decode_config=None, created_utc=None))
     loaded = load_trace(bare.save(tmp_path / "bare.npz"))
     assert loaded.meta.decode_config is None and loaded.meta.created_utc is None
+
+
+# ---- derived values are computed once per Trace (Trace._derived) and never go stale ----------------
+_DERIVED_ARRAYS = ("commit_step", "commit_reason", "tokens_per_step", "masked_before", "in_window", "edits_per_step",
+                   "edits_per_position", "post_steps", "is_end_of_text")
+
+
+def _reference(trace: Trace) -> dict:
+    """The derived values computed here from the raw arrays and metadata, by nothing Trace caches."""
+    num_steps, length = trace.committed.shape
+    mask = trace.meta.mask_token_id if trace.meta.mask_token_id is not None else int(trace.tokens[0, 0])
+    commit, reason = np.full(length, -1), np.full(length, -1)
+    for s, p in zip(*np.nonzero(trace.committed), strict=True):
+        commit[p], reason[p] = s, trace.reason[s, p]
+    masked = trace.tokens[:-1] == mask
+    positions = np.arange(length)
+    inside = np.array([(positions >= a) & (positions < b) for a, b in trace.window]).reshape(num_steps, length)
+    post = ~(masked & inside).any(axis=1)
+    end = np.isin(trace.tokens[-1], list(trace.meta.stop_token_ids))
+    seconds = float(trace.step_seconds.sum())
+    events = [(int(s), int(p), int(trace.tokens[s, p]), int(trace.tokens[s + 1, p]))
+              for s, p in zip(*np.nonzero(trace.edited), strict=True)]
+    return {"commit_step": commit, "commit_reason": reason, "tokens_per_step": trace.committed.sum(axis=1),
+            "masked_before": masked, "in_window": inside, "edits_per_step": trace.edited.sum(axis=1),
+            "edits_per_position": trace.edited.sum(axis=0), "post_steps": post, "is_end_of_text": end,
+            "edit_events": events, "is_complete": bool((commit >= 0).all()), "wall_seconds": seconds,
+            "summary": {"nfe": float(num_steps), "seconds": seconds, "tokens": float(((commit >= 0) & ~end).sum()),
+                        "edits": float(trace.edited.sum()), "post_steps": float(post.sum()),
+                        "tokens_per_step": float((commit >= 0).sum()) / num_steps if num_steps else 0.0}}
+
+
+def _assert_fresh(trace: Trace) -> None:
+    """Every derived value of `trace` (read twice: the second read is the cached one) equals `_reference`."""
+    expected = _reference(trace)
+    for _ in range(2):
+        for name in _DERIVED_ARRAYS:
+            assert np.array_equal(getattr(trace, name), expected[name]), name
+        assert [tuple(e) for e in trace.edit_events] == expected["edit_events"]
+        assert trace.is_complete == expected["is_complete"] and trace.wall_seconds == expected["wall_seconds"]
+        summary = trace.summary()
+        assert {k: summary[k] for k in expected["summary"]} == pytest.approx(expected["summary"])
+
+
+def test_derived_values_are_computed_once_and_cannot_be_written() -> None:
+    """Before: every read rescanned the [S, L] grids (~4 ms each at 2000 x 1024) and returned a new,
+    writable array; now the first read is kept on the trace, read-only, and lists and dicts are copies."""
+    from trace_factory import edit_trace
+
+    trace = edit_trace()
+    _assert_fresh(trace)
+    for name in _DERIVED_ARRAYS:
+        value = getattr(trace, name)
+        assert getattr(trace, name) is value, f"{name} was computed again"
+        assert not value.flags.writeable, name
+        with pytest.raises(ValueError, match="read-only"):
+            value[0] = value[0]
+    for name in (*STEP_FIELD_NAMES, "prompt_ids"):  # nor can the arrays the cached values derive from
+        assert not getattr(trace, name).flags.writeable, name
+    with pytest.raises(ValueError, match="read-only"):
+        trace.tokens[0, 0] = 7
+    events, summary = trace.edit_events, trace.summary()
+    events.clear()
+    summary["edits"] = -1.0
+    _assert_fresh(trace)
+
+
+def test_a_trace_does_not_change_the_arrays_it_was_given() -> None:
+    """The read-only flag is on the Trace's views only: the caller's arrays stay writable."""
+    from trace_factory import make_trace
+
+    trace = make_trace(3, 4, seed=0)
+    tokens = trace.tokens.copy()
+    again = Trace(**{**_fields(trace), "tokens": tokens})
+    assert tokens.flags.writeable and not again.tokens.flags.writeable
+    assert np.shares_memory(again.tokens, tokens)  # not copied: a 2000 x 2048 trace holds ~100 MB
+
+
+def test_a_growing_trace_is_never_served_a_value_cached_at_an_earlier_step() -> None:
+    """The app's step-by-step mode (Stepper) builds a new Trace after each step: each reads its own steps."""
+    from dllm_viz.engine import decode_meta, iter_decode
+    from dllm_viz.stepper import Stepper
+
+    adapter, prompt = ToyAdapter(), [3, 4, 5]
+    pipeline, config = Pipeline.from_names("threshold", threshold=0.6, block_length=8), DecodeConfig(gen_length=24)
+    builder = TraceBuilder(24, np.full(24, adapter.info.mask_token_id), np.array(prompt))
+    stepper = Stepper(adapter, (), builder, decode_meta(adapter, prompt, pipeline, config, "toy"),
+                      iter_decode(adapter, prompt, pipeline, config))
+    seen = []
+    while stepper.step() is not None:
+        trace = stepper.trace()
+        _assert_fresh(trace)
+        seen.append(trace)
+    assert len(seen) > 2 and seen[-1].is_complete and not seen[0].is_complete
+    for earlier in seen:  # reading the later traces left the earlier ones' values as they were
+        assert earlier.commit_step.shape == (24,) and earlier.masked_before.shape == (earlier.num_steps, 24)
+        _assert_fresh(earlier)
+
+
+def test_a_replaced_trace_computes_its_own_values() -> None:
+    """`dataclasses.replace` (finish_trace, branching, Compare's relabelling) makes a new Trace: every value
+    read on the old one is recomputed for the new arrays and metadata, and the old one keeps its own."""
+    from dataclasses import replace
+
+    from trace_factory import edit_trace, edited_trace
+
+    old = edited_trace(30, 16, edit_rate=0.3, seed=5)
+    _assert_fresh(old)
+    other = edited_trace(30, 16, edit_rate=0.3, seed=6)
+    arrays = {name: getattr(other, name) for name in ("tokens", "candidate", "committed", "reason", "edited",
+                                                       "window", "step_seconds")}
+    new = replace(old, **arrays)
+    _assert_fresh(new)
+    assert not np.array_equal(new.commit_step, old.commit_step)
+    assert new.summary() != old.summary() and new.edit_events != old.edit_events
+    model = old.meta.model
+    # another mask id and other stop ids: masked_before, post_steps, is_end_of_text and the summary change
+    remeta = replace(old, meta=old.meta.replace(model=replace(model, mask_token_id=5, eos_token_id=7)))
+    _assert_fresh(remeta)
+    assert not np.array_equal(remeta.masked_before, old.masked_before)
+    assert not np.array_equal(remeta.is_end_of_text, old.is_end_of_text)
+    _assert_fresh(old)
+    empty = edit_trace()
+    _assert_fresh(replace(empty, edited=np.zeros_like(empty.edited)))

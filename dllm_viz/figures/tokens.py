@@ -7,7 +7,8 @@ red / orange / green by confidence, committed earlier blue. A token reached by e
 refinement) is written after the token(s) it replaced, struck through; a position edited at the
 shown step carries a purple corner mark (the commit-order map marks every edited position). Both
 appear, with their legend keys, only in traces that have edits. `token_strip_html` gives the same
-strip as escaped HTML for `st.html`. Knows nothing about policies.
+strip as escaped HTML for `st.html` (its shared style in one <style> block). Knows nothing about
+policies.
 """
 
 from __future__ import annotations
@@ -302,21 +303,46 @@ def commit_order_heatmap(trace: Trace, *, tokens_per_row: int = 32, title: str |
                   **{**grid_layout(), "plot_bgcolor": NO_DATA_COLOR})
 
 
-def _span(text: str, background: str, color: str, tip: str, *, draft: bool, replaced: tuple[str, ...] = (),
+STRIP_CLASS = "dllm-token-strip"
+
+
+def strip_css(*, edits: bool) -> str:
+    """The token strip's <style> block: what every token shares, once per strip instead of per token.
+
+    Why: inline, the shared style was ~125 of a token's ~215 characters, and the Decode page sends
+    the strip on every scrub (0.46 MB at 2048 positions). Every rule is scoped under the strip's
+    class: st.html and the trace panel put the block into the page itself (no iframe), so it
+    reaches the whole document. In Chromium the tokens on Decode (trace panel), Tune and Learn
+    (st.html) compute the same styles as inline and draw the same pixels. State `sK` gives
+    STATE_COLORS[K] with `text_color(K, False)`; `d` marks a draft (after the states: its colour
+    wins), `e` a position edited at the shown step, `k` the legend row. With `edits` False the
+    edit rules are left out (a trace without edits shows no edit keys).
+    """
+    scope = f".{STRIP_CLASS}"
+    rules = [f"{scope}{{font-family:monospace;line-height:1.8}}",
+             f"{scope} span{{padding:1px 3px;margin:1px;border-radius:3px;white-space:pre;display:inline-block}}"]
+    rules += [f"{scope} .s{k}{{background:{color};color:{text_color(k, False)}}}"
+              for k, color in enumerate(STATE_COLORS)]
+    rules.append(f"{scope} .d{{color:{DRAFT_TEXT_COLOR};font-style:italic;opacity:0.75}}")
+    if edits:
+        rules += [f"{scope} .e{{outline:2px solid {EDIT_COLOR}}}", f"{scope} s{{opacity:0.7}}"]
+    rules.append(f"{scope} .k{{margin-top:4px;font-size:0.8em}}")
+    return "<style>" + "".join(rules) + "</style>"
+
+
+def _span(text: str, state: int, tip: str, *, draft: bool, replaced: tuple[str, ...] = (),
           replaced_count: int | None = None, edited_now: bool = False) -> str:
-    """One strip token; `replaced` are the newest tokens edits replaced (of `replaced_count` in all)."""
-    style = (f"background:{background};color:{color};padding:1px 3px;margin:1px;border-radius:3px;"
-             "white-space:pre;display:inline-block" + (";font-style:italic;opacity:0.75" if draft else "")
-             + (f";outline:2px solid {EDIT_COLOR}" if edited_now else ""))
+    """One strip token (its look from `strip_css`'s classes); `replaced` are the newest tokens edits
+    replaced (of `replaced_count` in all)."""
+    classes = f"s{state}" + (" d" if draft else "") + (" e" if edited_now else "")
     shown = replaced[-_STRUCK_HTML:]
     total = len(replaced) if replaced_count is None else replaced_count
-    old = ("…" if shown and total > len(shown) else "") + "".join(
-        f'<s style="opacity:0.7">{html.escape(t)}</s> ' for t in shown)
-    return f'<span style="{style}" title="{html.escape(tip, quote=True)}">{old}{html.escape(text)}</span>'
+    old = ("…" if shown and total > len(shown) else "") + "".join(f"<s>{html.escape(t)}</s> " for t in shown)
+    return f'<span class="{classes}" title="{html.escape(tip, quote=True)}">{old}{html.escape(text)}</span>'
 
 
 def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = True) -> str:
-    """The `token_strip` canvas as self-contained HTML (inline styles, all text escaped).
+    """The `token_strip` canvas as self-contained HTML (one <style> block, all text escaped).
 
     Args:
         trace: the decode to draw.
@@ -324,27 +350,26 @@ def token_strip_html(trace: Trace, step: int | None = None, *, legend: bool = Tr
         legend: append a one-line colour legend.
 
     Returns:
-        An HTML fragment (a <div> of <span>s) safe to pass to `st.html`.
+        An HTML fragment (a <div> holding its <style> block and a <span> per token) safe to pass to
+        `st.html`. The style block comes inside the <div>: a fragment that starts with one can lose
+        it to an HTML sanitizer, which moves a leading <style> to the document head.
     """
     states = token_states(trace, step)
+    edits = bool(trace.edited.any())
     spans = []
     for p, (text, k, draft, conf) in enumerate(zip(states.text, states.state, states.is_draft,
                                                    states.confidence, strict=True)):
-        fg = text_color(int(k), bool(draft))
         tip = "; ".join([f"position {p}: {STATE_NAMES[k]}{' (draft)' if draft else ''}, confidence {conf:.3f}",
                          *states.edit_notes[p]])
-        spans.append(_span(text, STATE_COLORS[k], fg, tip, draft=bool(draft), replaced=states.replaced[p],
+        spans.append(_span(text, int(k), tip, draft=bool(draft), replaced=states.replaced[p],
                            replaced_count=int(states.edit_count[p]), edited_now=bool(states.edited_now[p])))
-    out = '<div class="dllm-token-strip" style="font-family:monospace;line-height:1.8">' + "".join(spans)
+    out = f'<div class="{STRIP_CLASS}">{strip_css(edits=edits)}' + "".join(spans)
     if legend:
-        keys = "".join(_span(n, c, text_color(i, False), n, draft=False)
-                       for i, (c, n) in enumerate(zip(STATE_COLORS, STATE_NAMES, strict=True)))
-        if trace.edited.any():
-            earlier = STATE_COLORS[EARLIER]
-            keys += (_span("new", earlier, "#111111", "edited: the struck token was replaced", draft=False,
-                           replaced=("old",))
-                     + _span(EDITED_NOW, earlier, "#111111", EDITED_NOW, draft=False, edited_now=True))
-        out += f'<div style="margin-top:4px;font-size:0.8em">{keys}</div>'
+        keys = "".join(_span(n, i, n, draft=False) for i, n in enumerate(STATE_NAMES))
+        if edits:
+            keys += (_span("new", EARLIER, "edited: the struck token was replaced", draft=False, replaced=("old",))
+                     + _span(EDITED_NOW, EARLIER, EDITED_NOW, draft=False, edited_now=True))
+        out += f'<div class="k">{keys}</div>'
     return out + "</div>"
 
 
