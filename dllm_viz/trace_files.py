@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import errno
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-PARTIAL_SUFFIX = ".partial"
+from dllm_viz.writable import partial_path, place_file
+
 LEFTOVER_SUFFIX = ".tmp.npz"  # what saves before this module left behind when they failed
 
 
@@ -48,8 +48,7 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, overwrite: bool) 
         raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
                              "told to overwrite it)")
     _make_folder(path.parent)
-    # Unique per call: Streamlit sessions are threads of one process, and may save the same name.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
+    tmp = partial_path(path)  # unique per call: Streamlit sessions are threads of one process
     try:
         with tmp.open("wb") as handle:
             np.savez_compressed(handle, **arrays)
@@ -100,20 +99,12 @@ def _make_folder(folder: Path) -> None:
 
 
 def _move_into_place(tmp: Path, path: Path, overwrite: bool) -> None:
-    """Rename `tmp` to `path`; without `overwrite`, a hard link refuses an existing file atomically."""
-    if overwrite:
-        os.replace(tmp, path)
-        return
+    """Rename `tmp` to `path`; without `overwrite`, an existing file is refused atomically (writable.place_file)."""
     try:
-        os.link(tmp, path)
+        place_file(tmp, path, overwrite=overwrite)
     except FileExistsError:
         raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace only when "
                              "told to overwrite it)") from None
-    except OSError:  # a file system without hard links: check, then rename
-        if path.exists():
-            raise TraceSaveError(f"{str(path)!r} already exists; choose another name (a save replaces a trace "
-                                 "only when told to overwrite it)") from None
-        os.replace(tmp, path)
 
 
 def _os_message(path: Path, exc: OSError) -> str:

@@ -25,7 +25,14 @@ from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.roots import relative_name
 from dllm_viz.tasks import TASKS, get_task
-from dllm_viz.train.controller import ControllerConfig, TrainProgress, train_controller, trivial_controller
+from dllm_viz.threads import apply_choice
+from dllm_viz.train.controller import (
+    ControllerConfig,
+    ControllerExistsError,
+    TrainProgress,
+    train_controller,
+    trivial_controller,
+)
 
 WEIGHT_KEYS = {"tspd": "controller_weights", "learn2pd": "filter_weights"}
 # The generated training prompts are one or two sentences; a long one sizes the canvas limit.
@@ -77,13 +84,18 @@ def train(adapter: ModelAdapter) -> None:
         else:
             bar.progress(progress.done / max(progress.total, 1), text=progress.message())
 
-    with model_turn():
-        # Asked again with the model held: a session that clicked Train while another one trained waited
-        # here, and that one may have saved under this very name meanwhile, which this one then replaced.
-        refuse_taken(name)
-        bar, chart = st.progress(0.0, text="collecting dense trajectories"), st.empty()
+    bar, chart = st.progress(0.0, text="collecting dense trajectories"), st.empty()
+    # The model lock is held only for each decode (train_controller's model_turn), not for the fits,
+    # which run here, outside it: so at this session's thread count, set now, not by a turn.
+    apply_choice(st.session_state.get("threads"))
+    try:
+        # overwrite=False: the name is claimed for the run (a second session training it is refused
+        # at once), checked again at every model turn (another session may have saved it while this
+        # one waited), and the final save refuses an existing file atomically, since no lock covers it.
         path, card = train_controller(adapter, texts, config, controller_dir() / f"{name}.safetensors",
-                                      on_progress=on_progress)
+                                      on_progress=on_progress, model_turn=model_turn, overwrite=False)
+    except ControllerExistsError as exc:  # its message has the server's path; say the name instead
+        raise ValueError(taken_message(name, training=exc.training)) from None
     st.session_state["train_result"] = (str(path), card)
 
 
@@ -94,8 +106,15 @@ def refuse_taken(name: str) -> None:
     to overwrite the first controller, perhaps the one Decode is using.
     """
     if (controller_dir() / f"{name}.safetensors").exists():
-        raise ValueError(f"a controller named {name!r} is already in the controller folder; type another "
-                         "name in Save as")
+        raise ValueError(taken_message(name, training=False))
+
+
+def taken_message(name: str, *, training: bool) -> str:
+    """Why the name `name` cannot be saved to: a controller has it, or another session is training one under it."""
+    if training:
+        return (f"another session is training a controller named {name!r} right now; type another name in Save as "
+                "(or wait for it to finish)")
+    return f"a controller named {name!r} is already in the controller folder; type another name in Save as"
 
 
 def describe(path: str, card: dict) -> str:
@@ -118,7 +137,7 @@ if st.button("Train", type="primary", key="train_run", disabled=adapter is None)
             raise ValueError(problem)
         if gen_length % block_length:
             raise ValueError(f"block length {block_length} must divide gen length {gen_length}")
-        refuse_taken(name)  # now, before waiting for the model (train() asks again once it has it)
+        refuse_taken(name)  # now, before any work (train_controller asks again at every model turn and as it saves)
         train(adapter)
     except ValueError as exc:
         st.error(f"Cannot train: {exc}")

@@ -15,14 +15,23 @@ the loop, so its own hard decisions choose what is committed and which tokens be
 those trajectories are labelled against the *dense* endpoint and added to the data, and the
 controller is refitted. The gradient is BCE's on the logit, i.e. the estimator's backward.
 With `rollouts=0` training is teacher-forced on the dense trajectories only.
+
+Only the decodes use the model: `train_controller` runs each one inside a `model_turn` (the app's
+shared model lock), so the fitting, minutes on a big prompt set, leaves the model to other
+sessions. A save told not to overwrite (the app's Train) claims its file for the whole run, so a
+second training to the same file in this process is refused at once rather than after its work,
+and its final save refuses an existing file atomically (writable.place_file).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,7 +55,11 @@ from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.pipeline import Pipeline
 from dllm_viz.trace import Trace
 from dllm_viz.train.trajectory_store import TrajectoryStore
-from dllm_viz.writable import check_writable
+from dllm_viz.writable import check_writable, partial_path, place_file, write_synced
+
+# Where the model is used, the caller's turn on it: the app's model lock (app_ui.common.model_turn),
+# which also sets the session's thread count; by default no lock (the CLI owns its model).
+ModelTurn = Callable[[], AbstractContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -79,30 +92,38 @@ class ControllerConfig:
 
 def collect_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig,
                          on_progress: Callable[[int, int], None] | None = None,
-                         store: TrajectoryStore | None = None) -> list[Trace]:
+                         store: TrajectoryStore | None = None, *, model_turn: ModelTurn = nullcontext) -> list[Trace]:
     """Dense-decode every prompt (one token per step) and keep the traces.
 
     With a `store`, traces already in it are reused and each new one is saved as it finishes.
+    Each decode runs inside its own `model_turn()`, so other users of the model take turns in between.
     """
     pipeline = Pipeline(FixedStepsPolicy(), FixedBlocks(config.block_length))
-    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress, store)
+    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress, store, model_turn)
 
 
 def rollout_trajectories(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, weights: Path,
-                         on_progress: Callable[[int, int], None] | None = None) -> list[Trace]:
-    """Decode every prompt with the controller at `weights` in the loop (its hard gate commits)."""
+                         on_progress: Callable[[int, int], None] | None = None, *,
+                         model_turn: ModelTurn = nullcontext) -> list[Trace]:
+    """Decode every prompt with the controller at `weights` in the loop (its hard gate commits),
+    each decode inside its own `model_turn()`."""
     option = {"tspd": "controller_weights", "learn2pd": "filter_weights"}[config.kind]
     pipeline = Pipeline.from_names(config.kind, block_length=config.block_length, **{option: str(weights)})
-    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress)
+    return _decode_all(adapter, prompts, pipeline, config.gen_length, on_progress, model_turn=model_turn)
 
 
 def _decode_all(adapter: ModelAdapter, prompts: Sequence[str], pipeline: Pipeline, gen_length: int,
-                on_progress: Callable[[int, int], None] | None, store: TrajectoryStore | None = None) -> list[Trace]:
+                on_progress: Callable[[int, int], None] | None, store: TrajectoryStore | None = None,
+                model_turn: ModelTurn = nullcontext) -> list[Trace]:
+    """Decode `prompts` one by one, one model turn each: a turn per prompt, not per prompt set, so
+    another session's Decode waits for one decode, not for the whole collection. The store's disk
+    writes and `on_progress` (where the app's Stop lands) run between turns."""
     traces = []
     for index, prompt in enumerate(prompts):
         trace = store.get(index) if store is not None else None
         if trace is None:
-            trace = decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=gen_length))
+            with model_turn():
+                trace = decode(adapter, adapter.encode_prompt(prompt), pipeline, DecodeConfig(gen_length=gen_length))
             if store is not None:
                 store.put(index, trace)
         traces.append(trace)
@@ -311,19 +332,96 @@ def trivial_controller(metrics: dict[str, float]) -> str | None:
     return None
 
 
-def save_controller(model: nn.Module, path: Path, card: dict[str, object]) -> Path:
-    """Write `path` (.safetensors) and its JSON card beside it."""
-    from safetensors.torch import save_file
+class ControllerExistsError(ValueError):
+    """A save or training told not to overwrite found its weights file taken; nothing was written.
+
+    `training` is True when the file does not exist yet but another training of this process is
+    working towards it (see `claim_weights`), False when the file is there already. The app turns
+    either into a sentence about the controller's name.
+    """
+
+    def __init__(self, path: Path, *, training: bool = False) -> None:
+        self.path, self.training = Path(path), training
+        if training:
+            message = (f"another training is already writing controller weights {str(path)!r}; choose another "
+                       "name (or wait for it to finish)")
+        else:
+            message = (f"controller weights {str(path)!r} already exist; choose another name (a training replaces "
+                       "weights only when told to overwrite them)")
+        super().__init__(message)
+
+
+def save_controller(model: nn.Module, path: Path, card: dict[str, object], *, overwrite: bool = True) -> Path:
+    """Write `path` (.safetensors) and its JSON card beside it: both, or neither.
+
+    Both are written to hidden partial files in the folder first, so a full disk (or any failure)
+    leaves nothing half-written under the real names. The weights then move into place and the
+    card after them: listings and loads need both, so the instant between the two moves shows no
+    controller rather than a wrong one; if the card's move fails, the weights are taken back.
+    Without `overwrite`, the weights' move refuses an existing file atomically (a hard link,
+    writable.place_file): of two sessions saving one name at once, one saves and the other gets
+    ControllerExistsError, and that one's card is never placed.
+
+    Raises:
+        ControllerExistsError: `path` exists and `overwrite` is False.
+        ValueError: the folder or the files cannot be written (the message names the path and the fix).
+    """
+    from safetensors.torch import save as safetensors_bytes
 
     path = Path(path).with_suffix(".safetensors")
+    card_path = path.with_suffix(".json")
+    tmp_weights, tmp_card = partial_path(path), partial_path(card_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path))
-        path.with_suffix(".json").write_text(json.dumps(card, indent=2))
+        tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+        write_synced(tmp_weights, safetensors_bytes(tensors))
+        write_synced(tmp_card, json.dumps(card, indent=2).encode())
+        try:
+            place_file(tmp_weights, path, overwrite=overwrite)
+        except FileExistsError:
+            raise ControllerExistsError(path) from None
+        try:
+            os.replace(tmp_card, card_path)
+        except OSError:
+            path.unlink(missing_ok=True)  # weights without their card are no controller: neither, then
+            raise
     except OSError as exc:
         raise ValueError(f"cannot write controller weights {str(path)!r} ({exc.strerror or exc}); free space or "
                          "choose another path") from None
+    finally:
+        tmp_weights.unlink(missing_ok=True)
+        tmp_card.unlink(missing_ok=True)
     return path
+
+
+_claimed: set[str] = set()  # weights paths a training of this process is working towards (overwrite=False)
+_claimed_lock = threading.Lock()
+
+
+@contextmanager
+def claim_weights(path: Path) -> Iterator[None]:
+    """Reserve `path` for one training of this process until the block ends, however it ends.
+
+    App sessions are threads of one process: without this, two sessions training one name would
+    both run for minutes and the second learn at its save that the name was taken. The claim lives
+    in memory, so a crash or a Stop leaves nothing on disk that blocks the name; a writer in another
+    process is still refused by the final save's atomic no-overwrite move.
+
+    Raises:
+        ControllerExistsError: `path` exists already, or another training holds its claim.
+    """
+    key = os.path.abspath(path)
+    with _claimed_lock:
+        if key in _claimed:
+            raise ControllerExistsError(path, training=True)
+        if Path(path).exists():
+            raise ControllerExistsError(path)
+        _claimed.add(key)
+    try:
+        yield
+    finally:
+        with _claimed_lock:
+            _claimed.discard(key)
 
 
 def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size: int, config: ControllerConfig
@@ -335,19 +433,50 @@ def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size
 
 def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
                      on_progress: Callable[[TrainProgress], None] | None = None,
-                     store: TrajectoryStore | None = None) -> tuple[Path, dict[str, object]]:
+                     store: TrajectoryStore | None = None, model_turn: ModelTurn = nullcontext,
+                     overwrite: bool = True) -> tuple[Path, dict[str, object]]:
     """Collect trajectories (kept in `store` as they finish, when given), train (plus
     `config.rollouts` on-policy rounds), save.
 
+    Each decode runs inside `model_turn()` (the app passes its model lock); the fits, the
+    features and the save run outside it, as does `on_progress`. The fits run in the calling
+    thread, at its torch thread count. With `overwrite` False the weights file is claimed for the
+    run (claim_weights), checked again at every model turn (a file that appeared meanwhile stops
+    the run then, not after the fit), and the final save refuses an existing file atomically.
+    Whatever ends the run early (an error, a Stop raised in `on_progress` or in a turn), the
+    claim is released and no file of the controller is left behind.
+
     Returns the weights path and the card; the card's "trivial" is trivial_controller's
     sentence when the final controller always or never commits (else None).
+
+    Raises:
+        ControllerExistsError: `overwrite` is False and the weights file exists, appears during
+            the run, or is being trained by another run of this process.
     """
-    check_writable(Path(out).with_suffix(".safetensors"), "controller weights")  # before, not after, the work
+    out = Path(out).with_suffix(".safetensors")
+    check_writable(out, "controller weights")  # before, not after, the work
+    if overwrite:
+        return _train_controller(adapter, prompts, config, out, on_progress, store, model_turn, overwrite)
+
+    @contextmanager
+    def checked_turn() -> Iterator[None]:
+        with model_turn():
+            if out.exists():  # saved meanwhile (a session that waited for the model, another process)
+                raise ControllerExistsError(out)
+            yield
+
+    with claim_weights(out):
+        return _train_controller(adapter, prompts, config, out, on_progress, store, checked_turn, overwrite)
+
+
+def _train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path,
+                      on_progress: Callable[[TrainProgress], None] | None, store: TrajectoryStore | None,
+                      model_turn: ModelTurn, overwrite: bool) -> tuple[Path, dict[str, object]]:
     say = on_progress or (lambda progress: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
                                   lambda i, n: say(TrainProgress("trajectory", i, n)) if i % 10 == 0 or i == n
-                                  else None, store)
+                                  else None, store, model_turn=model_turn)
     targets = [trace.final_tokens for trace in traces]
     vocab_size = adapter.info.vocab_size
     threshold = 0.5 if config.kind == "tspd" else 0.96
@@ -372,7 +501,7 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
     for round_index in range(1, config.rollouts + 1):
         with tempfile.TemporaryDirectory() as tmp:
             weights = save_controller(model, Path(tmp) / f"round{round_index}.safetensors", card)
-            rollout = rollout_trajectories(adapter, prompts, config, weights)
+            rollout = rollout_trajectories(adapter, prompts, config, weights, model_turn=model_turn)
         mean_nfe = float(np.mean([t.nfe for t in rollout]))
         rounds.append({"round": round_index, "mean_nfe": mean_nfe, "dense_nfe": dense_nfe})
         say(TrainProgress("rollout", round_index, config.rollouts, round_index, mean_nfe=mean_nfe,
@@ -383,4 +512,4 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
     card.update({"examples": int(x.shape[0]), "train_loss": losses, "validation": metrics, "rollouts": rounds,
                  "trivial": trivial_controller(metrics),
                  "train_seconds": round(time.perf_counter() - started, 1)})
-    return save_controller(model, out, card), card
+    return save_controller(model, out, card, overwrite=overwrite), card
