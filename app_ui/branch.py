@@ -18,7 +18,9 @@ from dllm_viz.policies import Pipeline
 from dllm_viz.roots import redact
 from dllm_viz.trace import Trace
 
-RULES = ("threshold", "fixed_steps", "cora", "factor")
+# block_refinement: a block-diffusion model's own rule (its threshold is the commit threshold).
+RULES = ("threshold", "fixed_steps", "cora", "factor", "block_refinement")
+THRESHOLD_OF = {"threshold": "threshold", "block_refinement": "commit_threshold"}
 
 
 def branch_panel(adapter: ModelAdapter, trace: Trace, version: int, prefix: str = "") -> None:
@@ -35,7 +37,9 @@ def branch_panel(adapter: ModelAdapter, trace: Trace, version: int, prefix: str 
                                 key=f"{prefix}fork_step"))
         rule = str(b.selectbox("Continue with", RULES, key=f"{prefix}fork_rule"))
         threshold = float(c.slider("threshold", 0.05, 1.0, 0.5, 0.05, key=f"{prefix}fork_threshold",
-                                   disabled=rule != "threshold"))
+                                   disabled=rule not in THRESHOLD_OF,
+                                   help="threshold's threshold; block_refinement's commit_threshold (its other "
+                                        "settings are the recorded decode's when it ran block_refinement)"))
         d, e = st.columns(2)
         position = d.number_input("Force a position (optional)", 0, trace.gen_length - 1, value=None,
                                   key=f"{prefix}fork_position", placeholder="none")
@@ -49,12 +53,25 @@ def branch_panel(adapter: ModelAdapter, trace: Trace, version: int, prefix: str 
 
 def run_fork(adapter: ModelAdapter, trace: Trace, version: int, at: int, rule: str, threshold: float,
              position: int | None, text: str, prefix: str = "") -> None:
-    """Run the fork under the model lock and keep it for this trace version (or show why not)."""
-    block = int((trace.meta.pipeline.get("block") or {}).get("block_length") or 32)
-    options = {"threshold": threshold} if rule == "threshold" else {}
+    """Run the fork under the model lock and keep it for this trace version (or show why not).
+
+    The fork keeps the recorded blocks: aligned ones (a block-diffusion model's geometry) stay aligned,
+    others become fixed blocks of the recorded length (one block where it does not divide the canvas).
+    A fork of an aligned decode used to continue on fixed blocks starting at the prompt's end, across
+    the model's attention blocks.
+    """
+    recorded = trace.meta.pipeline.get("block") or {}
+    block = int(recorded.get("block_length") or 32)
+    sizer = "aligned" if recorded.get("name") == "aligned" else "fixed"
+    if sizer == "fixed" and trace.gen_length % block:
+        block = trace.gen_length
+    options = {}
+    if rule == "block_refinement" and (trace.meta.pipeline.get("rule") or {}).get("name") == rule:
+        options = {k: v for k, v in trace.meta.pipeline["rule"].items() if k != "name"}
+    if rule in THRESHOLD_OF:
+        options[THRESHOLD_OF[rule]] = threshold
     try:
-        pipeline = Pipeline.from_names(rule, block_length=block if trace.gen_length % block == 0 else trace.gen_length,
-                                       **options)
+        pipeline = Pipeline.from_names(rule, sizer, block_length=block, **options)
         token = None
         if position is not None:
             ids = adapter.tokenizer.encode(text, add_special_tokens=False) if text else []
@@ -88,6 +105,17 @@ def show_branches(branches: Branches, prefix: str = "") -> None:
     right.html(diff_html(figures.output_text(branches.original), branches.fork.meta.answer_text))
 
 
+def fork_elsewhere(adapter: ModelAdapter | None, trace: Trace) -> str | None:
+    """Which model to load to fork `trace`, when the app has another one (or none) loaded; None when
+    the loaded model recorded it (or the trace names no model)."""
+    recorded = trace.meta.model.name_or_path if trace.meta.model is not None else None
+    if recorded is None or (adapter is not None and adapter.info.name_or_path == recorded):
+        return None
+    current = "none" if adapter is None else redact(adapter.info.name_or_path, app_roots())
+    return (f"To fork this trace, load its model {redact(recorded, app_roots())!r} in the sidebar "
+            f"(the app has {current!r} loaded).")
+
+
 def saved_trace_branch_panel(adapter: ModelAdapter | None, trace: Trace, version: int) -> None:
     """The fork panel for a trace opened from disk, offered only when the app's model recorded it.
 
@@ -97,10 +125,8 @@ def saved_trace_branch_panel(adapter: ModelAdapter | None, trace: Trace, version
     recorded = trace.meta.model.name_or_path if trace.meta.model is not None else None
     if recorded is None:
         st.info("This trace does not record which model decoded it, so it cannot be forked.")
-    elif adapter is None or adapter.info.name_or_path != recorded:
-        current = "none" if adapter is None else redact(adapter.info.name_or_path, app_roots())
-        st.info(f"To fork this trace, load its model {redact(recorded, app_roots())!r} in the sidebar "
-                f"(the app has {current!r} loaded).")
+    elif (note := fork_elsewhere(adapter, trace)) is not None:
+        st.info(note)
     elif not trace.is_complete:
         st.info("This decode was stopped before the end; only a finished decode can be forked.")
     else:

@@ -32,7 +32,7 @@ CHAPTERS = {
                          "computes only the current block, with the same result. Their rule, LLaDA2's *block "
                          "refinement*, can also make a **token edit**: replace a committed token when the model "
                          "now prefers another one confidently. Once a block is full, **post-steps** keep refining "
-                         "it while edits happen. Below: block refinement on aligned blocks of 32 on the loaded "
-                         "model (the bundled tiny one is bidirectional, so it sees the whole canvas, but the rule is "
-                         "the same).",
+                         "it while edits happen. Below: block refinement on aligned blocks of the loaded model's own "
+                         "length (32 for the bundled tiny one, which is bidirectional, so it sees the whole canvas, "
+                         "but the rule is the same).",
 }

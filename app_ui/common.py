@@ -254,6 +254,18 @@ def current_model() -> ModelAdapter | None:
     return adapter
 
 
+def other_model(recorded: str | None, adapter: ModelAdapter | None) -> tuple[str, str] | None:
+    """(recorded, loaded) model names, redacted, when what a page shows was decoded by the model
+    `recorded` and the sidebar now has another one loaded; None when they are the same (or unknown).
+
+    Why: a switch of the sidebar's model kept the previous model's decode, comparison or sweep on
+    screen, labelled by policy only, so a block model's page showed the tiny model's numbers.
+    """
+    if recorded is None or adapter is None or adapter.info.name_or_path == recorded:
+        return None
+    return redact(recorded, app_roots()), redact(adapter.info.name_or_path, app_roots())
+
+
 def use_threads(adapter: ModelAdapter) -> ThreadChoice:
     """Apply the thread policy for `adapter` ($DLLM_VIZ_THREADS overrides it); cheap, so every run does."""
     try:
@@ -384,7 +396,11 @@ def warn_if_cut_off(trace: Trace, label: str = "") -> None:
 
 
 def diff_html(reference: str, text: str) -> str:
-    """`text` as HTML with the words that differ from `reference` highlighted."""
+    """`text` as HTML with the words that differ from `reference` highlighted.
+
+    A run of text with no space (a block-diffusion model's garbage, a URL, code) breaks anywhere: it ran
+    out of its column across the next ones in Compare's three columns at 1024 px.
+    """
     ref_words, words = reference.split(" "), text.split(" ")
     out = []
     for op, _, _, j1, j2 in difflib.SequenceMatcher(a=ref_words, b=words, autojunk=False).get_opcodes():
@@ -392,7 +408,8 @@ def diff_html(reference: str, text: str) -> str:
         if chunk:
             out.append(chunk if op == "equal" else f"<mark style='background:#FFD166'>{chunk}</mark>")
     body = " ".join(out).replace("\n", "<br>")
-    return f"<div style='font-family:monospace;white-space:pre-wrap;font-size:0.9em'>{body or '∅'}</div>"
+    return (f"<div style='font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere;font-size:0.9em'>"
+            f"{body or '∅'}</div>")
 
 
 @dataclass(frozen=True)
@@ -429,12 +446,27 @@ def metric_cards(trace: Trace, *, baseline: Trace | None = None) -> list[MetricC
 
 
 def edits_note(trace: Trace) -> str | None:
-    """What block refinement did beyond unmasking (edits of committed tokens, post-steps), if anything."""
-    if not trace.edited.any():
-        return None
+    """What block refinement did beyond unmasking (edits of committed tokens, post-steps); None for a
+    trace of another rule that edited nothing.
+
+    A block-refinement decode with no edit is said too, with why: on a block-diffusion model whose
+    confidences never clear the editing threshold, NFE exceeded the canvas by its post-steps and
+    nothing on the page said what those passes were.
+    """
     summary = trace.summary()
-    return (f"Block refinement edited {summary['edits']:.0f} committed tokens and ran "
-            f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left).")
+    posts = f"{summary['post_steps']:.0f} post-steps (passes over a block with no mask left)"
+    if trace.edited.any():
+        return f"Block refinement edited {summary['edits']:.0f} committed tokens and ran {posts}."
+    rule = trace.meta.pipeline.get("rule") or {}
+    if rule.get("name") != "block_refinement":
+        return None
+    threshold = rule.get("editing_threshold")
+    why = ("editing is off: editing_threshold is not above 0" if not isinstance(threshold, int | float)
+           or threshold <= 0 else f"no committed token's candidate changed with confidence above editing_threshold "
+           f"{threshold:g}")
+    ran = (f"; its {posts} changed nothing (a block filled before its last scheduled step takes one more pass)"
+           if summary["post_steps"] else "")
+    return f"Block refinement edited no committed token ({why}){ran}."
 
 
 METRIC_CARD_WIDTH = 172  # px: five to a row in a 1400-px window's ~940 px, three at 1024 px's ~560

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app_ui.common import model_turn
+from app_ui.common import model_turn, other_model
 from dllm_viz.bench import ROW_COLUMNS, SUMMARY_COLUMNS, cut_off_warning, run_bench
 from dllm_viz.config import DecodeConfig
 from dllm_viz.evaluation import require_code_sandbox, runs_code
@@ -59,15 +59,18 @@ def parse_values(name: str, text: str, specs: Sequence[Knob]) -> list[Any]:
 
 
 def sweep_configs(rule: str, extrapolate: str | None, block_length: int, gen_length: int,
-                  grid: Mapping[str, Sequence[Any]]) -> dict[str, Pipeline]:
-    """`dense` plus one pipeline per point of the grid, labelled by its values; invalid points raise."""
+                  grid: Mapping[str, Sequence[Any]], *, block: str = "fixed",
+                  dense: Pipeline | None = None) -> dict[str, Pipeline]:
+    """`dense` plus one pipeline per point of the grid over `block` blocks, labelled by its values;
+    invalid points raise. `dense`: the baseline (default LLaDA's, `Pipeline.dense`; a block-diffusion
+    model's runs over its aligned blocks, policies.defaults.dense_baseline)."""
     points = list(itertools.product(*grid.values()))
     if len(points) > MAX_GRID:
         raise ValueError(f"the grid has {len(points)} points; use at most {MAX_GRID} (fewer values per field)")
-    configs = {"dense": Pipeline.dense(gen_length=gen_length)}
+    configs = {"dense": dense if dense is not None else Pipeline.dense(gen_length=gen_length)}
     for point in points:
         values = dict(zip(grid, point, strict=True))
-        pipe = Pipeline.from_names(rule, "fixed", extrapolate, block_length=block_length, **values)
+        pipe = Pipeline.from_names(rule, block, extrapolate, block_length=block_length, **values)
         pipe.validate(gen_length)
         configs[", ".join(f"{k}={v}" for k, v in values.items())] = pipe
     return configs
@@ -101,6 +104,7 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
     st.session_state[f"{key}_plan"] = plan
     st.session_state[f"{key}_total"] = total
     st.session_state[f"{key}_configs"] = len(configs)
+    st.session_state[f"{key}_model"] = adapter.info.name_or_path  # `sweep_rows` says when the sidebar's changed
     if same:
         st.info(f"Resuming the interrupted run: {len(rows)} of {total} runs were kept and are not decoded again.")
     bar = st.progress(len(rows) / total, text="starting")
@@ -115,8 +119,11 @@ def run_sweep(adapter: ModelAdapter, problems: Sequence[Problem], configs: Mappi
     bar.empty()
 
 
-def sweep_rows(key: str) -> pd.DataFrame | None:
+def sweep_rows(key: str, adapter: ModelAdapter | None = None) -> pd.DataFrame | None:
     """The rows stored under `key` as bench's DataFrame, or None if there is no dense row yet.
+
+    With the loaded model's `adapter`, rows another model decoded (the sidebar changed since) are
+    said to be that model's.
 
     After an interruption only the problems every configuration finished are kept, under a warning
     that says so: the summary of a stopped run read as if over the whole prompt set, and compared
@@ -125,6 +132,9 @@ def sweep_rows(key: str) -> pd.DataFrame | None:
     rows = st.session_state.get(key)
     if not rows or not any(r["config"] == "dense" for r in rows):
         return None
+    if (models := other_model(st.session_state.get(f"{key}_model"), adapter)) is not None:
+        st.info(f"These results were decoded with the model {models[0]!r}, not the loaded {models[1]!r}; run "
+                "again to decode them on it.")
     frame = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     total = st.session_state.get(f"{key}_total", len(rows))
     if len(rows) < total:

@@ -39,6 +39,7 @@ from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.figures.views import VIEWS
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.knobs import parse_knob
+from dllm_viz.replay import not_replayable_reason
 from dllm_viz.tasks import TASKS
 
 SEED_MAX = 2**31 - 1
@@ -88,6 +89,16 @@ def _sample(text: str) -> str | None:
     return _choice((OWN_PROMPT, *sample_prompts()))(text)
 
 
+def _tune_rule(text: str) -> str | None:
+    """Tune's rule picker: a rule a dense trace can replay; a rule that cannot (block refinement,
+    the default of a block-diffusion model) is named with why and where to run it."""
+    if text in TUNE_RULES:
+        return None
+    offered = f"one of {', '.join(TUNE_RULES)}"
+    reason = not_replayable_reason(RULES[text]) if text in RULES else None
+    return offered if reason is None else f"{reason}; Tune offers {offered}"
+
+
 _COMPONENT_KEYS: dict[str, Callable[[str], str | None]] = {
     "rule": _choice(tuple(RULES)),
     "block": _choice(tuple(BLOCKS)),
@@ -114,7 +125,7 @@ _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "cmp_count": _integer(1, MAX_PROBLEMS),
     "cmp_align": _choice(_BOOLS),
     "tune_mode": _choice(TUNE_MODES),
-    "tune_rule": _choice(TUNE_RULES),
+    "tune_rule": _tune_rule,
     "tune_task": _choice(tuple(sorted(TASKS))),
     "tune_n": _integer(1, MAX_PROBLEMS),
     "tune_ce": _choice(_BOOLS),

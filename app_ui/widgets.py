@@ -203,8 +203,10 @@ def model_defaults(prefix: str, adapter: ModelAdapter | None, default_rule: str)
         st.session_state[marker] = kind
         if previous is None:
             return chosen, written  # first run: the link's values or the widgets' starting values
-        values: dict[str, Any] = {"rule": chosen.rule, "block": chosen.block, "block_length": None,
-                                  **chosen.options}
+        # Every value is written, none popped: a popped key let its URL-bound widget read the address bar
+        # again, so a block model's block length (SDAR's 4) stayed in the form after switching back to tiny.
+        values: dict[str, Any] = {"rule": chosen.rule, "block": chosen.block,
+                                  "block_length": _declared(BLOCKS[chosen.block], "block_length"), **chosen.options}
         for name, value in values.items():
             key = prefix + name
             if value is None:
@@ -213,6 +215,11 @@ def model_defaults(prefix: str, adapter: ModelAdapter | None, default_rule: str)
                 st.session_state[key] = value
                 written.add(key)
     return chosen, written
+
+
+def _declared(cls: type, name: str) -> Any:
+    """The declared default of field `name` of component `cls` (None when it has no such field)."""
+    return next((spec.default for spec in knobs(cls) if spec.name == name), None)
 
 
 def _tiles(cls: type, block_length: int, gen_length: int) -> bool:

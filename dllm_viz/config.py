@@ -25,8 +25,10 @@ class DecodeConfig:
     Attributes:
         gen_length: number of generated positions (the canvas after the prompt), LLaDA's `L`.
         temperature: Gumbel-max sampling temperature for candidates; 0 is greedy (argmax).
-        max_steps: hard cap on forward passes; None means `gen_length`, which always suffices
-            because every step commits at least one position.
+        max_steps: hard cap on forward passes; None means one pass per canvas position (gen_length,
+            plus the padding an aligned block sizer adds), or the rule's own bound where it runs more
+            passes (block refinement's post-steps): enough, because every step commits at least one
+            position.
         softmax_dtype: precision of the softmax behind confidence/margin/entropy. Fast-dLLM and
             AdaBlock use float64; LLaDA's generate.py uses the model dtype.
         suppress_eos: LLaDA `logits_eos_inf`: EOS can never be proposed as a candidate.
@@ -69,7 +71,8 @@ class DecodeConfig:
 
     @property
     def step_cap(self) -> int:
-        """The effective hard cap on forward passes."""
+        """The hard cap on forward passes over an unpadded canvas (the engine raises it to the padded
+        canvas's length, or the rule's pass bound, when `max_steps` is None)."""
         return self.gen_length if self.max_steps is None else self.max_steps
 
     def to_dict(self) -> dict[str, Any]:

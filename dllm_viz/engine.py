@@ -312,8 +312,7 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
              "eos_token_id": info.eos_token_id, "mask_token_id": info.mask_token_id,
              "prompt_has_eos": info.eos_token_id in prompt_ids}
 
-    bound = None if config.max_steps is not None else pipeline.rule.pass_bound(length, pipeline.block.block_length)
-    step_cap = max(config.step_cap, bound or 0)
+    step_cap = _step_cap(config, pipeline, length)
     for step in range(step_cap):
         is_masked = tokens == info.mask_token_id
         if not cursor.keep and not is_masked[cursor.window[0]:].any():
@@ -374,6 +373,20 @@ def _steps(adapter: ModelAdapter, prompt_ids: list[int], pipeline: Pipeline, con
         )
         if halted or ended:
             return
+
+
+def _step_cap(config: DecodeConfig, pipeline: Pipeline, canvas_length: int) -> int:
+    """The hard cap on forward passes: `config.max_steps` when given, else one pass per canvas
+    position (padding included) or the rule's own `pass_bound`, whichever is larger.
+
+    Why the padding: an aligned sizer pads the canvas to whole blocks, and the padding rows are
+    masks the rule must commit like any other. A cap of gen_length let every rule that commits one
+    position a pass (threshold, cora, fixed_steps: the dense baseline itself) stop at `max_steps`
+    with answer positions still masked on a block-causal model whose confidences stay low.
+    """
+    if config.max_steps is not None:
+        return config.max_steps
+    return max(canvas_length, pipeline.rule.pass_bound(canvas_length, pipeline.block.block_length) or 0)
 
 
 def _unseen(tokens: np.ndarray) -> dict[str, np.ndarray]:

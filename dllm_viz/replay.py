@@ -49,6 +49,21 @@ def replayable(rule_class: type) -> bool:
     return getattr(rule_class, "sampler", CommitRule.sampler) is CommitRule.sampler
 
 
+def not_replayable_reason(rule_class: type) -> str | None:
+    """Why a dense trace cannot replay rule `rule_class` (None when it can: `replayable`).
+
+    One sentence for every place that must say it (the replay's refusal, Tune's rule picker and a
+    link asking Tune for such a rule), so a researcher on a block-diffusion model learns why its
+    own rule is not offered there and where to run it instead.
+    """
+    if replayable(rule_class):
+        return None
+    name = getattr(rule_class, "name", rule_class.__name__)
+    return (f"{name} draws its own candidates over each block and edits committed tokens, which a dense "
+            "trace's statistics cannot stand in for; decode it for real (the Decode page, or Compare against "
+            "other configurations)")
+
+
 def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
            answer_text: Callable[[Sequence[int]], str] | None = None) -> Trace:
     """The trace `pipeline`'s commit rule (and CE) would produce over `dense`'s statistics.
@@ -73,10 +88,8 @@ def replay(dense: Trace, pipeline: Pipeline, *, seed: int = 0,
     # numpy's own refusal ("expected non-negative integer") names neither the argument nor the fix.
     if not is_whole(seed) or seed < 0:
         raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
-    if not replayable(type(pipeline.rule)):
-        raise ValueError(f"{pipeline.rule.name} draws its own candidates over each block and edits committed "
-                         "tokens, which a dense trace's statistics cannot stand in for; decode it for real "
-                         "(the Verify button, or the Decode page)")
+    if (reason := not_replayable_reason(type(pipeline.rule))) is not None:
+        raise ValueError(reason)
     if dense.meta.model is not None:  # the family's calibrated points, as a decode with the model gets
         pipeline = pipeline.resolve(dense.meta.model.family, dense.meta.model.delimiters)
         pipeline.validate_model(dense.meta.model)  # a learned controller must be the recorded model's

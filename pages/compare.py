@@ -25,6 +25,7 @@ from app_ui.common import (
     decode_config,
     decode_with_bar,
     diff_html,
+    other_model,
     prompt_input,
     require_app_frame,
     warn_if_cut_off,
@@ -37,6 +38,7 @@ from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
+from dllm_viz.policies.defaults import dense_baseline
 from dllm_viz.tasks import TASKS
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
@@ -48,6 +50,9 @@ st.caption("Several policies on the same prompt and seed, each against the dense
 mode = st.segmented_control("Compare on", list(COMPARE_MODES), default="one prompt", required=True,
                             key="cmp_mode", bind="query-params")
 adapter = current_model()
+if adapter is not None and adapter.info.block_length is not None:
+    st.caption(f"On this block-diffusion model dense commits one token a pass over aligned blocks of "
+               f"{adapter.info.block_length}, the model's own, as its configurations start.")
 if mode == "one prompt":  # the prompt, with the canvas and count beside it
     left, right = st.columns([3, 1])
     with left:
@@ -92,7 +97,7 @@ def compare_one(adapter: ModelAdapter, text: str, configs: dict[str, Pipeline]) 
     # may change afterwards, and a finished 3-run comparison read as "3 of 5 runs finished".
     st.session_state["cmp_planned"] = len(configs) + 1
     bar = st.progress(0.0, text="dense baseline")
-    for label, pipe in {"dense": Pipeline.dense(gen_length=gen_length), **configs}.items():
+    for label, pipe in {"dense": dense_baseline(adapter.info.block_length, gen_length), **configs}.items():
         trace = decode_with_bar(adapter, text, pipe, config, bar, label)
         trace = replace(trace, meta=trace.meta.replace(label=label))
         results.append(trace)
@@ -148,6 +153,10 @@ if mode == "one prompt":
         except ValueError as exc:
             st.error(f"Cannot compare: {exc}")
     if results := st.session_state.get("cmp_results"):
+        recorded = results[0].meta.model.name_or_path if results[0].meta.model is not None else None
+        if (models := other_model(recorded, adapter)) is not None:
+            st.info(f"These runs were decoded with the model {models[0]!r}, not the loaded {models[1]!r}; "
+                    "Compare again to decode them on it.")
         if len(results) < (planned := st.session_state.get("cmp_planned", count + 1)):
             st.warning(f"Interrupted: {len(results)} of {planned} runs finished.")
         if len(results) > 1:
@@ -159,9 +168,9 @@ else:
                        help="first n held-out problems of the task (small n keeps it quick on CPU)")
     run = st.button("Run on the prompt set", type="primary", key="cmp_bench_run", disabled=adapter is None)
     if run and adapter is not None and (configs := pipelines()) is not None:
-        configs = {"dense": Pipeline.dense(gen_length=gen_length), **configs}
+        configs = {"dense": dense_baseline(adapter.info.block_length, gen_length), **configs}
         run_sweep(adapter, heldout_problems(str(task), int(n)), configs, decode_config(gen_length), key="cmp_bench")
-    if (rows := sweep_rows("cmp_bench")) is not None:
+    if (rows := sweep_rows("cmp_bench", adapter)) is not None:
         summary = summarize_bench(rows)
         summary_table(summary, key="cmp_summary")
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]

@@ -17,13 +17,14 @@ from typing import Any
 
 import streamlit as st
 
-from app_ui.branch import branch_panel
+from app_ui.branch import branch_panel, fork_elsewhere
 from app_ui.common import (
     canvas_limit,
     check_prompt,
     controller_dir,
     current_model,
     decode_config,
+    other_model,
     prompt_input,
     require_app_frame,
 )
@@ -180,7 +181,12 @@ def panel() -> None:
         errors.error(error)
     notices: list[dict[str, str]] = []
     held: Stepper | None = st.session_state.get("stepper")
-    if held is not None and held.signature != signature and not (step or playing):
+    shown = st.session_state.get("trace")
+    models = other_model(shown.meta.model.name_or_path if shown is not None and shown.meta.model else None, adapter)
+    if models is not None and not (step or playing):  # the sidebar's model changed under this decode
+        notices.append({"kind": "info", "text": f"This decode was made with the model {models[0]!r}, not the loaded "
+                                                f"{models[1]!r}: Step, Play and Run start a new one on it."})
+    elif held is not None and held.signature != signature and not (step or playing):
         notices.append({"kind": "info", "text": "Settings changed since this decode started: Step, Play and Run "
                                                 "start a new one."})
     if step and (stepper := ready(continue_ok=True, errors=errors)) is not None and (error := advance(stepper)):
@@ -193,8 +199,8 @@ def panel() -> None:
     trace_panel(trace, version, on_step=request_step, can_step=adapter is not None, notices=notices)
     if trace is None:
         landing()
-    elif adapter is not None and trace.is_complete and not playing:
-        branch_panel(adapter, trace, version)
+    elif adapter is not None and trace.is_complete and not playing and fork_elsewhere(adapter, trace) is None:
+        branch_panel(adapter, trace, version)  # not for another model's decode: the fork would be refused
 
 
 panel()

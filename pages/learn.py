@@ -106,6 +106,12 @@ def find_break(problems: dict[str, Problem], tau: float) -> str | None:
         bar.empty()
 
 
+def edit_block(model: ModelAdapter | None) -> int:
+    """Chapter 6's block length: a block-causal model's own, else EDIT_BLOCK (the bundled model has none)."""
+    own = model.info.block_length if model is not None and model.info.attention == "block_causal" else None
+    return int(own) if own else EDIT_BLOCK
+
+
 def first_steps(count: int) -> Trace | None:
     """The trace after `count` forward passes of the threshold rule (0 = the initial canvas)."""
     return example(Pipeline.from_names("threshold", block_length=GEN), count)
@@ -210,8 +216,14 @@ elif chapter.startswith("5"):
     try_it(f"threshold {tau:g} on {pick}", rule="threshold", threshold=tau, block_length=gen, gen=gen, sample=pick)
 
 else:
+    # A block-diffusion model decodes over aligned blocks of its own length (SDAR's 4, Fast-dLLM v2's 32):
+    # blocks of 32 on SDAR ran windows of 8 of its attention blocks and said "the block's 32".
+    block = edit_block(adapter)
+    if block != EDIT_BLOCK:
+        st.caption(f"This model is block-diffusion with block length {block}: the example runs on aligned blocks "
+                   f"of {block}, its own, not {EDIT_BLOCK}.")
     editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")
-    refine, other = (Pipeline.from_names("block_refinement", "aligned", block_length=EDIT_BLOCK, editing_threshold=e)
+    refine, other = (Pipeline.from_names("block_refinement", "aligned", block_length=block, editing_threshold=e)
                      for e in ((0.5, 0.0) if editing else (0.0, 0.5)))
     if (trace := example(refine)) is not None and (contrast := example(other)) is not None:
         events, post = trace.edit_events, trace.post_steps
@@ -229,11 +241,11 @@ else:
         fed = int(trace.query_len[step])
         if trace.meta.model.context == "prefix":
             rows = (f"This block-causal model fed the pass {fed} rows: the prompt and the canvas up to this block's "
-                    f"end, nothing after it; with the exact cache it would compute only the block's {EDIT_BLOCK}.")
+                    f"end, nothing after it; with the exact cache it would compute only the block's {block}.")
         else:
             rows = (f"This model fed the pass {fed} rows (prompt, whole canvas and padding); a block-causal model "
                     f"would feed only the {prompt_length + hi} rows up to this block's end, and with the exact "
-                    f"cache compute only the block's {EDIT_BLOCK}.")
+                    f"cache compute only the block's {block}.")
         st.markdown(f"**Step {step}** ({'a post-step' if post[step] else 'filling masks'}) works on window "
                     f"[{lo}, {hi}); edits: {changes}. {rows}")
         if events:
@@ -254,8 +266,8 @@ else:
         right.markdown(f"**Output, editing {'off' if editing else 'on'}** (NFE {contrast.nfe}; words that differ "
                        "marked)")
         right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
-    try_it(f"block_refinement on aligned blocks of {EDIT_BLOCK}", rule="block_refinement", block="aligned",
-           block_length=EDIT_BLOCK, **({} if editing else {"editing_threshold": 0.0}))
+    try_it(f"block_refinement on aligned blocks of {block}", rule="block_refinement", block="aligned",
+           block_length=block, **({} if editing else {"editing_threshold": 0.0}))
 
 st.divider()
 st.subheader("Glossary")

@@ -24,6 +24,7 @@ from app_ui.common import (
     diff_html,
     metric_row,
     metrics_row,
+    other_model,
     prompt_input,
     require_app_frame,
     sample_verdict,
@@ -48,8 +49,8 @@ from dllm_viz import figures
 from dllm_viz.bench import summarize_bench
 from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, Pipeline
-from dllm_viz.policies.defaults import policy_defaults
-from dllm_viz.replay import agreement, replay, replay_signature
+from dllm_viz.policies.defaults import dense_baseline, policy_defaults
+from dllm_viz.replay import agreement, not_replayable_reason, replay, replay_signature
 from dllm_viz.tasks import TASKS
 
 REPLAY_CARD_WIDTH = 220  # px: "Matches the dense endpoint" whole
@@ -64,16 +65,25 @@ prompt = prompt_input("tune_", bind=True) if mode == "by eye" else None
 # ('ra' for 'cora' at 1400 px, '…ed_steps' at 1024 px).
 rule = st.segmented_control("Commit rule", list(TUNE_RULES), default=TUNE_DEFAULT_RULE, required=True,
                          key="tune_rule", bind="query-params")
+# The rules a dense trace cannot replay are named with why: on a block-diffusion model the missing one
+# is its own default rule, and nothing said where it went.
+for cls in (cls for name, cls in RULES.items() if name not in TUNE_RULES):
+    st.caption(f"Not offered here: {not_replayable_reason(cls)}.")
 mid, right, _ = st.columns([1, 1, 2])
 gen_length = gen_length_input("tune_gen", default=64, bind=True, container=mid, limit=canvas_limit(adapter, prompt))
-# A block-causal model's own block length is its natural window (policies.defaults); else 32.
-natural_block = policy_defaults(adapter.info.block_length if adapter else None).options.get("block_length", 32)
-# Fixed blocks: the length follows the gen length until the user sets one (as Decode's form does).
+# A block-causal model decodes over aligned blocks of its own length (policies.defaults), so the dense
+# recording, the replayed rule, Verify and the sweep run over those; a bidirectional one over fixed blocks of 32.
+native = policy_defaults(adapter.info.block_length if adapter else None)
+natural_block, sizer = native.options.get("block_length", 32), native.block
+# The length follows the gen length until the user sets one (as Decode's form does).
 followed: set[str] = set()
-block_start = block_length_start(BLOCKS["fixed"], "tune_block", natural_block, gen_length, followed)
+block_start = block_length_start(BLOCKS[sizer], "tune_block", natural_block, gen_length, followed)
 block_length = int(right.number_input("Block length", 1, 1024, step=1, key="tune_block", bind="query-params",
+                                      help=f"the {sizer} block sizer's block length"
+                                           + (" (this block-diffusion model's own is "
+                                              f"{natural_block})" if sizer == "aligned" else ""),
                                       **({} if "tune_block" in followed else {"value": block_start})))
-if (block_problem := block_length_problem(BLOCKS["fixed"], block_length, gen_length)) is not None:
+if (block_problem := block_length_problem(BLOCKS[sizer], block_length, gen_length)) is not None:
     st.error(block_problem)
 ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="query-params")
 
@@ -82,15 +92,17 @@ ce = st.toggle("Confidence extrapolation (CE, Kalman)", key="tune_ce", bind="que
 # threshold 0.9 replayed 23 passes where the real run took 10).
 REPLAY_HELP = ("Read from the dense run's confidences, which rise as dense commits one token a pass. A real run "
                "commits several tokens at once, so its model sees them sooner and grows confident (or not) on "
-               "its own schedule: its NFE can differ a lot. Verify runs it for real.")
+               "its own schedule: its NFE can differ a lot. On a block-diffusion model, the passes dense spent "
+               "filling only the padding of its aligned blocks (past the answer) are not replayed either. Verify "
+               "runs it for real.")
 
 
 def pipeline(options: dict, length: int) -> Pipeline | None:
-    """The chosen rule (+ CE) in fixed blocks, checked against the `length` positions it will decode
-    (the recorded dense trace's, which the Gen length slider no longer changes), or None after
-    showing why the values are invalid."""
+    """The chosen rule (+ CE) in the model's blocks (`sizer`), checked against the `length` positions it
+    will decode (the recorded dense trace's, which the Gen length slider no longer changes), or None
+    after showing why the values are invalid."""
     try:
-        pipe = Pipeline.from_names(str(rule), "fixed", "kalman" if ce else None, block_length=block_length,
+        pipe = Pipeline.from_names(str(rule), sizer, "kalman" if ce else None, block_length=block_length,
                                    **confine_weights(options))
         pipe.validate(length)
         return pipe
@@ -104,7 +116,7 @@ def by_eye() -> None:
                        help="decode once with LLaDA's dense rule (one token per step); the sliders replay it")
     if record and adapter is not None:
         try:
-            dense_pipe = Pipeline.dense(block_length)
+            dense_pipe = Pipeline.dense(block_length) if sizer == "fixed" else dense_baseline(block_length, gen_length)
             dense_pipe.validate(gen_length)
             bar = st.progress(0.0, text="dense")
             set_trace(decode_with_bar(adapter, check_prompt(prompt), dense_pipe, decode_config(gen_length), bar,
@@ -129,6 +141,11 @@ def replay_view() -> None:
             options |= component_fields(EXTRAPOLATORS["kalman"], "tune_", bind=True, columns=4)
     if dense is None:
         st.info("Record a dense trace first; then every slider replays it instantly.")
+        return
+    recorded = dense.meta.model.name_or_path if dense.meta.model is not None else None
+    if (models := other_model(recorded, adapter)) is not None:  # its ids mean nothing to the loaded tokenizer
+        st.info(f"The recorded dense trace was decoded with the model {models[0]!r}, not the loaded {models[1]!r}: "
+                "record again to tune on it.")
         return
     if dense.gen_length != gen_length:
         st.info(f"The recorded dense trace has {dense.gen_length} positions; the replay and Verify use them. "
@@ -210,13 +227,15 @@ def sweep() -> None:
             grid = {str(first): parse_values(str(first), values1 or "", numeric)}
             if second != NO_SECOND_FIELD:
                 grid[str(second)] = parse_values(str(second), values2 or "", numeric)
-            configs = sweep_configs(str(rule), "kalman" if ce else None, block_length, gen_length, grid)
+            configs = sweep_configs(str(rule), "kalman" if ce else None, block_length, gen_length, grid,
+                                    block=sizer, dense=dense_baseline(native.options.get("block_length"),
+                                                                      gen_length))
         except ValueError as exc:
             st.error(f"Cannot sweep: {exc}")
         else:
             run_sweep(adapter, heldout_problems(str(task), int(n)), configs, decode_config(gen_length),
                       key="tune_rows")
-    if (rows := sweep_rows("tune_rows")) is not None:
+    if (rows := sweep_rows("tune_rows", adapter)) is not None:
         summary = summarize_bench(rows)
         records = [(label, r["mean_nfe"], r["accuracy"]) for label, r in summary.iterrows()]
         live_chart(figures.nfe_accuracy_scatter(records), key="tune_scatter")

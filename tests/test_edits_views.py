@@ -29,6 +29,7 @@ from dllm_viz.figures import (
     token_strip_html,
 )
 from dllm_viz.figures._layout import EDIT_COLOR
+from dllm_viz.figures.summary import LEGEND_ROW, TITLE_LINE
 from dllm_viz.policies import AlignedBlocks, BlockRefinementRule, Pipeline
 from dllm_viz.policies.base import COMMIT_REASONS
 from dllm_viz.trace import EditEvent, TraceFileError, load_trace
@@ -145,6 +146,10 @@ def test_refinement_view_draws_edits_from_commit_to_last_edit(edits) -> None:
                                 "edited: 'w11' → 'w21' at step 3"]
     assert list(_by_name(fig, "committed, later edited").x) == [0, 3, None, 0, 3, None]
     assert "3 edits changed 2 committed positions" in fig.layout.annotations[0].text
+    # one short line each, above the plot: on one line the note ran past a half-width chart's right edge
+    lines = fig.layout.annotations[0].text.split("<br>")
+    assert len(lines) == 3 and max(map(len, lines)) <= 80
+    assert fig.layout.margin.t >= 80 + 16 * len(lines)  # room for the two-line title and the note
 
 
 def test_summary_counts_edits_and_post_steps_per_step(edits) -> None:
@@ -155,7 +160,14 @@ def test_summary_counts_edits_and_post_steps_per_step(edits) -> None:
     posts = _by_name(fig, "post-step (window had no masks)")
     assert posts.x.tolist() == [3, 4] and posts.y.tolist() == [2, 0]  # on top of the step's bar
     assert "3 edits" in fig.layout.title.text and "2 post-steps" in fig.layout.title.text
-    assert fig.layout.yaxis.title.text == "commits, edits"
+    # the counts on a line of their own (on the label's line they were cut off a half-width chart), and
+    # the figure grows by that line and by the two legend entries, so its panels keep their height
+    title_lines = fig.layout.title.text.split("<br>")
+    assert len(title_lines) == 3 and "3 edits · 2 post-steps" in title_lines[2]
+    assert fig.layout.height == 620 + 2 * LEGEND_ROW + TITLE_LINE and fig.layout.margin.t == 80 + TITLE_LINE
+    # two short lines: "commits, edits" on one ran down into the masked panel's title at 1024 px
+    assert fig.layout.yaxis.title.text == "commits<br>+ edits"
+    assert max(len(line) for line in fig.layout.yaxis.title.text.split("<br>")) <= len("commits")
 
 
 VIEWS_OF = {

@@ -46,8 +46,12 @@ def check_invariants(trace, config: DecodeConfig, *, edits: bool = False) -> Non
         assert edits or chosen.size + trace.padding_changes[step] >= 1, "every step commits at least one position"
         assert ((chosen >= start) & (chosen < end)).all(), "commits and edits stay inside the window"
     assert ((trace.committed.sum(axis=0) - trace.edited.sum(axis=0)) <= 1).all(), "a position commits at most once"
-    if not edits:
-        assert trace.num_steps <= config.step_cap
+    if not edits:  # one pass per canvas position suffices, the padding of aligned blocks included
+        padding = Pipeline.from_dict(trace.meta.pipeline).block.canvas_padding(len(trace.prompt_ids),
+                                                                                trace.gen_length)
+        assert trace.num_steps <= config.step_cap + padding
+        # ... so a rule that commits every pass never runs out of passes (it did with padding)
+        assert config.max_steps is not None or trace.meta.stop_reason != "max_steps"
     if trace.meta.stop_reason not in ("eos", "max_steps"):
         assert trace.is_complete and not (trace.final_tokens == ADAPTER.info.mask_token_id).any()
     assert (trace.reason[trace.committed | trace.edited] >= 0).all()

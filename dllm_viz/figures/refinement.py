@@ -37,6 +37,9 @@ __all__ = ["candidate_history", "most_revised_position", "refinement_dumbbell", 
 MAX_EDIT_POINTS = 2000  # edit markers drawn one per edit up to this; SVG markers stall the browser past it
 
 
+NOTE_LINE = 16  # px of one 12-px line of the note above the plot
+
+
 def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     """Settled step against commit step for every position, as a dumbbell chart.
 
@@ -77,15 +80,21 @@ def refinement_dumbbell(trace: Trace, *, title: str | None = None) -> go.Figure:
     if edits:
         traces += _edit_traces(trace)
     share, answer = wasted_refinement_fraction(trace), wasted_refinement_fraction(trace, answer_only=True)
-    edited = f"; {edits} edits changed {int((trace.edits_per_position > 0).sum())} committed positions"
-    note = {"text": f"{share:.1%} of token-steps were spent on positions whose answer was already "
-                    f"settled ({answer:.1%} on the answer, end-of-text left out){edited if edits else ''}",
-            "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
-            "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}
+    # One short line each: on one line (about 150 characters with edits) the note ran past the right
+    # edge of a half-width chart and was cut ("... (8.5% on the a") at 1024 px.
+    lines = [f"{share:.1%} of token-steps were spent on positions whose answer was already settled",
+             f"({answer:.1%} on the answer, end-of-text left out)"]
+    if edits:
+        lines.append(f"{edits} edits changed {int((trace.edits_per_position > 0).sum())} committed positions")
+    note = {"text": "<br>".join(lines), "align": "left", "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+            "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}
     default = titled("Redundant refinement", trace_label(trace), f"NFE {trace.nfe}")
-    return figure(traces, title=title or default, height=max(320, min(1200, 60 + 6 * trace.gen_length)),
+    chosen = title or default
+    top = (80 if "<br>" in chosen else 60) + NOTE_LINE * len(lines)  # the title, then the note's lines above the plot
+    height = max(320, min(1200, 60 + 6 * trace.gen_length)) + NOTE_LINE * len(lines)
+    return figure(traces, title=chosen, height=height,
                   xaxis=axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps)),
-                  yaxis=axis("position", autorange="reversed"), annotations=[note])
+                  yaxis=axis("position", autorange="reversed"), annotations=[note], margin={"t": top})
 
 
 def _edit_traces(trace: Trace, max_points: int = MAX_EDIT_POINTS) -> list[go.Scatter]:

@@ -78,6 +78,10 @@ def step_series(trace: Trace) -> dict[str, np.ndarray]:
     }
 
 
+LEGEND_ROW = 20  # px of one legend entry where the legend stacks its entries (a narrow column)
+TITLE_LINE = 18  # px of one more <sup> line of the title
+
+
 def _line(steps: np.ndarray, y: np.ndarray, name: str, color: str, fmt: str, **extra: object) -> go.Scatter:
     return go.Scatter(x=steps, y=y, mode="lines+markers", name=name, line={"color": color, "width": 1.5},
                       marker={"size": 4}, hovertemplate=f"{name} %{{y:{fmt}}}<extra></extra>", **extra)
@@ -130,9 +134,10 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     """
     series = step_series(trace)
     steps = np.arange(trace.num_steps)
+    edit_traces = _edit_traces(steps, series)
     traces = [(1, go.Bar(x=steps, y=series["committed"], name="committed this step", marker={"color": OKABE_ITO[0]},
                          hovertemplate="committed %{y}<extra></extra>")),
-              *_edit_traces(steps, series),
+              *edit_traces,
               (2, _line(steps, series["masked_remaining"], "masked remaining", OKABE_ITO[7], ".0f")),
               (3, _line(steps, series["mean_confidence"], "mean confidence in window", OKABE_ITO[2], ".3f")),
               (3, _line(steps, series["min_confidence"], "min confidence in window", OKABE_ITO[3], ".3f")),
@@ -151,13 +156,24 @@ def step_summary_strip(trace: Trace, *, title: str | None = None, height: int = 
     # build time, which every Step paid), then each trace names its panel's axes itself.
     edits, posts = int(series["edited"].sum()), int(series["post_step"].sum())
     panels = {f"{_axis_name('yaxis', row)}": axis(name) for row, name in
-              enumerate(("commits, edits" if edits else "commits", "masked", "confidence", "NFE", "time (ms)"),
+              # two short lines: "commits, edits" ran down into the masked panel's title at 1024 px
+              enumerate(("commits<br>+ edits" if edits else "commits", "masked", "confidence", "NFE", "time (ms)"),
                         start=1)}
     panels["yaxis3"]["range"] = [0, 1.02]
     panels["xaxis5"] = axis("step", range=[-0.5, max(trace.num_steps, 1) - 0.5], **step_ticks(trace.num_steps))
-    tps = trace.summary()["tokens_per_step"]
-    default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", f"{tps:.2f} tokens/step",
-                     f"{edits} edits" if edits else "", f"{posts} post-steps" if posts else "")
+    tps = f"{trace.summary()['tokens_per_step']:.2f} tokens/step"
+    default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}", tps)
+    top = {}
+    if edits or posts:
+        # A block-refinement trace: its longer label, then its counts on a line of their own. On one line
+        # the counts were cut off a half-width chart (at 1024 px, after "0.68 token").
+        counts = " · ".join(c for c in (tps, f"{edits} edits" if edits else "", f"{posts} post-steps" if posts else "")
+                            if c)
+        default = titled("Per-step summary", trace_label(trace), f"NFE {trace.nfe}") + f"<br><sup>{counts}</sup>"
+        top = {"margin": {"t": 80 + TITLE_LINE}}
+    # Each legend entry the edits add takes a row in a narrow column: the panels keep their height (they
+    # shrank until the axis titles ran into each other).
+    extra = LEGEND_ROW * len(edit_traces) + (TITLE_LINE if top else 0)
     return figure([t.update(xaxis=_axis_name("x", row), yaxis=_axis_name("y", row)) for row, t in traces],
-                  title=title or default, height=height, hovermode="x unified", bargap=0.1, barmode="stack",
-                  **merged(_panel_layout(), panels))
+                  title=title or default, height=height + extra, hovermode="x unified", bargap=0.1, barmode="stack",
+                  **merged(_panel_layout(), panels, top))

@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dllm_viz.policies.aligned_blocks import AlignedBlocks
+from dllm_viz.policies.fixed_steps import FixedStepsPolicy
 from dllm_viz.policies.knobs import knobs
-from dllm_viz.policies.pipeline import REGISTRIES
+from dllm_viz.policies.pipeline import REGISTRIES, Pipeline
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,20 @@ def policy_defaults(block_causal_length: int | None) -> PolicyDefaults:
         return BIDIRECTIONAL
     return PolicyDefaults(rule="block_refinement", block="aligned", options={"block_length": int(block_causal_length)},
                           stop="eos_first")
+
+
+def dense_baseline(block_causal_length: int | None, gen_length: int) -> Pipeline:
+    """LLaDA's dense baseline (one token per pass) in the geometry the model decodes with.
+
+    A bidirectional model: fixed blocks of 32 (one block of `gen_length` where 32 does not divide
+    it), `Pipeline.dense`. A block-causal model: aligned blocks of its own length, the windows its
+    configurations start on (`policy_defaults`). Compare's and Tune's "x fewer NFE than dense" and
+    "same as dense" measure against this run; on a block-diffusion model it used to decode windows
+    of 32 (or the whole canvas) across the model's attention blocks, a geometry it never runs with.
+    """
+    if block_causal_length is None:
+        return Pipeline.dense(gen_length=gen_length)
+    return Pipeline(rule=FixedStepsPolicy(), block=AlignedBlocks(int(block_causal_length)))
 
 
 def calibrated_options(points: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

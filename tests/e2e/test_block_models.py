@@ -8,6 +8,7 @@ diffusion must show that trace's edits. Screenshots land in test-artifacts/e2e/.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 from checkpoints import build_block_llama
-from test_app_browser import metric, open_page, press, snap
+from test_app_browser import metric, open_page, press, settle, snap
 
 pytestmark = pytest.mark.slow
 
@@ -67,3 +68,41 @@ def test_the_learn_chapter_shows_the_edits_of_the_block_model(page: Any, block_u
     snap(page, "learn-block-diffusion")
     assert os.path.getsize(Path(__file__).resolve().parents[2] / "test-artifacts" / "e2e"
                            / "learn-block-diffusion.png") > 0
+
+
+# Boxes, in page pixels, of a plotly chart's svg, its title lines, y-axis titles and annotations.
+TEXT_BOXES = """(chart) => {
+  const boxes = (selector) => [...chart.querySelectorAll(selector)].map((e) => {
+    const b = e.getBoundingClientRect(); return {left: b.left, right: b.right, top: b.top, bottom: b.bottom,
+                                                 text: e.textContent}; });
+  return {svg: boxes('.main-svg')[0], title: boxes('.gtitle tspan.line, .gtitle'),
+          ytitles: boxes('.ytitle, .y2title, .y3title, .y4title, .y5title'), notes: boxes('.annotation-text')};
+}"""
+
+
+def test_a_block_refinement_decodes_charts_keep_their_text_apart_at_1024_px(browser: Any, block_url: str) -> None:
+    """With edits, the per-step summary's first axis title ("commits, edits") ran into the "masked"
+    panel's, its edit counts were cut off the title, and the refinement view's note ran past the
+    chart's right edge, in the half-width column of a 1024-px window."""
+    context = browser.new_context(viewport={"width": 1024, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        open_page(page, f"{block_url}/?gen=32&sample=arith-1&view=refinement", "run")
+        press(page, "run")
+        summary = page.locator(".st-key-panel .dv-chart-summary .js-plotly-plot").first
+        summary.wait_for()
+        page.locator(".st-key-panel .dv-chart-view .dllm-live-chart").first.scroll_into_view_if_needed()
+        view = page.locator(".st-key-panel .dv-chart-view .js-plotly-plot").first  # drawn once in view
+        view.wait_for()
+        settle(page, 800)
+        parts = summary.evaluate(TEXT_BOXES)
+        assert "edits" in " ".join(t["text"] for t in parts["title"]), parts  # an edited decode
+        titles = sorted(parts["ytitles"], key=lambda b: b["top"])
+        assert len(titles) == 5, titles
+        assert all(a["bottom"] <= b["top"] + 1 for a, b in itertools.pairwise(titles)), titles
+        assert all(t["right"] <= parts["svg"]["right"] + 1 for t in parts["title"]), parts  # the counts are whole
+        parts = view.evaluate(TEXT_BOXES)
+        assert parts["notes"] and all(n["right"] <= parts["svg"]["right"] + 1 for n in parts["notes"]), parts
+    finally:
+        context.close()
