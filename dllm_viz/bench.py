@@ -44,8 +44,10 @@ ROW_KINDS: dict[str, str] = {
 ROW_COLUMNS = tuple(ROW_KINDS)
 
 
-def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipeline:
+def parse_config(name: str, options: Mapping[str, Any] | None = None, *, default_block: str = "fixed") -> Pipeline:
     """Pipeline named by '+'-joined component names; `options` are field values (None = default).
+    A name without a block sizer takes `default_block` (a block-diffusion model's is "aligned":
+    policies.defaults.policy_defaults), the dense baseline included.
 
     A component may carry its own field values in parentheses, which win over `options`:
     `cora(delta_p=0.99,m=3)+kalman(tau_ce=0.95)`, so that several operating points of one
@@ -82,7 +84,7 @@ def parse_config(name: str, options: Mapping[str, Any] | None = None) -> Pipelin
     is_baseline = rule == BASELINE
     if is_baseline:
         rule, options["steps"] = "fixed_steps", None
-    pipe = Pipeline.from_names(rule, chosen.get("block", "fixed"), chosen.get("extrapolate"), chosen.get("stop"),
+    pipe = Pipeline.from_names(rule, chosen.get("block", default_block), chosen.get("extrapolate"), chosen.get("stop"),
                                cache=chosen.get("cache", "none"), overrides=overrides, **options)
     return replace(pipe, rule=Pipeline.dense().rule) if is_baseline else pipe
 

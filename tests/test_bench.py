@@ -202,6 +202,32 @@ def test_bench_cli_writes_csv_and_prints_summary(tiny_dir: Path, tmp_path: Path,
     assert nfe["threshold(threshold=0.001)"] == 2 and nfe["threshold"] == 16
 
 
+def test_bench_on_a_block_model_runs_its_aligned_blocks_unless_told(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`decode` and the app give a block-causal model aligned blocks of its own length; bench gave every
+    configuration (the dense baseline too) fixed blocks of 32, and refused a canvas of 30 they decode."""
+    import json
+
+    import dllm_viz.evaluation as evaluation
+    from dllm_viz.cli.results import settings_path
+    from dllm_viz.random_block_model import BlockModelShape, build_random_block_model
+
+    model = build_random_block_model(tmp_path / "block", BlockModelShape(
+        hidden=64, layers=1, heads=2, intermediate=128, block_length=8, max_positions=512, head_scale=12.0, seed=0))
+    monkeypatch.setattr(evaluation, "task_problems", lambda task, n=None, data=None: PROBLEMS[:n])
+    out = tmp_path / "rows.csv"
+    status = main(["bench", "--model", str(model), "--n", "1", "--gen-length", "30", "--policies",
+                   "dense,block_refinement,threshold+fixed", "--block-length", "6", "--out", str(out)])
+    assert status == 0, capsys.readouterr().err
+    settings = json.loads(settings_path(out).read_text())
+    blocks = {label: config["block"] for label, config in settings["configs"].items()}
+    assert blocks == {"dense": {"name": "aligned", "block_length": 6},
+                      "block_refinement": {"name": "aligned", "block_length": 6},
+                      "threshold+fixed": {"name": "fixed", "block_length": 6}}, blocks
+    assert main(["bench", "--model", str(model), "--n", "1", "--gen-length", "30", "--policies", "dense"]) == 0
+    assert "configurations that name no block sizer run on aligned blocks of 8" in capsys.readouterr().err
+
+
 def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prompts = tmp_path / "mine.jsonl"
     dump_problems(PROBLEMS, prompts)

@@ -24,6 +24,7 @@ from dllm_viz.cli.options import (
     data_setting,
     decode_config,
     load_model,
+    model_block_defaults,
     model_settings,
     note_short_set,
     policy_fields,
@@ -208,6 +209,7 @@ def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignor
     from dllm_viz.bench import parse_config, split_configs, uncached_label
 
     options = {name: getattr(args, name, None) for name in policy_fields()}
+    default_block = model_block_defaults(args, options)
     names = split_configs(args.policies)
     names += [label for label in swept if label not in names]
     if not names:
@@ -223,11 +225,11 @@ def _configs(args: argparse.Namespace, swept: list[str]) -> dict:  # type: ignor
     for name in names:
         for cache in caches:
             label = name if cache in (None, "none") or uncached_label(name) is not None else f"{name}+{cache}"
-            configs[label] = parse_config(label, options)
+            configs[label] = parse_config(label, options, default_block=default_block)
             if args.refresh_every is not None and configs[label].cache in APPROXIMATE:
                 configs[label] = replace(configs[label], refresh_every=args.refresh_every)
     if "dense" not in configs:  # --caches without none: the baseline still runs uncached (every ratio's base)
-        configs = {"dense": parse_config("dense", options), **configs}
+        configs = {"dense": parse_config("dense", options, default_block=default_block), **configs}
     check_options_apply(args, list(configs.values()))
     return configs
 

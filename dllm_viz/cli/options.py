@@ -320,6 +320,28 @@ def fill_model_defaults(args: argparse.Namespace) -> str | None:
             f"{' '.join(picked)} (pass them to choose otherwise)")
 
 
+def model_block_defaults(args: argparse.Namespace, options: dict[str, Any]) -> str:
+    """The block sizer a configuration that names none runs with, for commands that name their
+    configurations (bench): the model's own, as `fill_model_defaults` gives decode and eval.
+
+    A block-causal checkpoint's is aligned blocks of its length (an unset --block-length in `options`
+    takes it, said on stderr); a bench on one used fixed blocks of 32 for every configuration, the
+    dense baseline included, where decode and the app run its aligned blocks.
+    """
+    from dllm_viz.models import block_length_of
+
+    block_length = block_length_of(args.model) if hasattr(args, "model") else None
+    if block_length is None:
+        return "fixed"
+    chosen = policy_defaults(block_length)
+    if options.get("block_length") is None:
+        options["block_length"] = chosen.options["block_length"]
+        print(f"note: {args.model} is a block-causal model with block length {block_length}: configurations that "
+              f"name no block sizer run on {chosen.block} blocks of {block_length} (name one, e.g. dense+fixed, or "
+              "pass --block-length, to choose otherwise)", file=sys.stderr)
+    return chosen.block
+
+
 def pipeline(args: argparse.Namespace) -> Pipeline:
     """Pipeline from parsed arguments (policy fields left unset keep their defaults; an unset
     --rule / --block takes the model's, see `fill_model_defaults`, which says so on stderr).
