@@ -288,35 +288,24 @@ def test_a_model_that_is_not_there_is_one_line(script: str, argv: list[str]) -> 
         tool(script).main(argv)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--n", "0"], "--n must be >= 1"),
-    (["--policy", "threshhold"], "unknown configuration component 'threshhold'"),
-    (["--tasks", "hard/chian"], "--tasks 'hard/chian': unknown task 'hard/chian'"),
-    (["--gen-length", "100"], "`block_length` must divide `gen_length`"),
-    (["--block-length", "0"], "`block_length` must be >= 1"),
+@pytest.mark.parametrize("script_name, argv, message", [
+    ("block_passes", ["--n", "0"], "--n must be >= 1"),
+    ("block_passes", ["--policy", "threshhold"], "unknown configuration component 'threshhold'"),
+    ("block_passes", ["--tasks", "hard/chian"], "--tasks 'hard/chian': unknown task 'hard/chian'"),
+    ("block_passes", ["--gen-length", "100"], "`block_length` must divide `gen_length`"),
+    ("block_passes", ["--block-length", "0"], "`block_length` must be >= 1"),
+    ("ce_fires", ["--n", "0"], "--n must be >= 1"),
+    ("ce_fires", ["--rules", "threshold,bogus"], "--rules: unknown configuration component 'bogus'"),
+    ("ce_fires", ["--rules", "threshold,"], "--rules 'threshold,' has an empty name"),
+    ("ce_fires", ["--rules", "threshold+kalman"], "--rules: 'threshold\\+kalman' cannot take CE on top"),
+    ("ce_fires", ["--gen-length", "0"], "`gen_length` must be an integer"),
 ])
-def test_block_passes_refuses_bad_options_before_loading(monkeypatch: pytest.MonkeyPatch, argv: list[str],
-                                                         message: str) -> None:
-    """Was: a traceback (after loading the model), or a ZeroDivisionError after decoding nothing."""
-    script = tool("block_passes")
-    monkeypatch.setattr(script, "load_or_exit",
-                        lambda name, **_: pytest.fail("loaded the model before checking the options"))
-    with pytest.raises(SystemExit, match=f"^error: {message}"):
-        script.main(argv)
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--n", "0"], "--n must be >= 1"),
-    (["--rules", "threshold,bogus"], "--rules: unknown configuration component 'bogus'"),
-    (["--rules", "threshold,"], "--rules 'threshold,' has an empty name"),
-    (["--rules", "threshold+kalman"], "--rules: 'threshold\\+kalman' cannot take CE on top"),
-    (["--gen-length", "0"], "`gen_length` must be an integer"),
-])
-def test_ce_fires_refuses_bad_options_before_loading(monkeypatch: pytest.MonkeyPatch, argv: list[str],
-                                                     message: str) -> None:
-    """Was: a traceback once the model had loaded and the rules before the bad one had decoded
-    (minutes), a ZeroDivisionError for --n 0, or "names two extrapolates" for a rule with +kalman."""
-    script = tool("ce_fires")
+def test_decoding_tools_refuse_bad_options_before_loading(monkeypatch: pytest.MonkeyPatch, script_name: str,
+                                                          argv: list[str], message: str) -> None:
+    """Was: a traceback once the model had loaded (for ce_fires, after the rules before the bad one had
+    decoded, minutes), a ZeroDivisionError for --n 0 or after decoding nothing, or "names two
+    extrapolates" for a ce_fires rule with +kalman."""
+    script = tool(script_name)
     monkeypatch.setattr(script, "load_or_exit",
                         lambda name, **_: pytest.fail("loaded the model before checking the options"))
     with pytest.raises(SystemExit, match=f"^error: {message}"):
