@@ -212,9 +212,14 @@ class Trace:
         """
         return list(self._edit_events)
 
+    def edit_event(self, step: int, position: int) -> EditEvent:
+        """The edit at (`step`, `position`) (a cell where `edited` is True), built alone: for views
+        that show a few edits of a trace with ~100k, without building all of `edit_events`."""
+        return EditEvent(step, position, int(self.tokens[step, position]), int(self.tokens[step + 1, position]))
+
     @_derived
     def _edit_events(self) -> tuple[EditEvent, ...]:
-        steps, positions = np.nonzero(self.edited)
+        steps, positions = np.nonzero(self.edited)  # `edit_event` for every cell, indexed all at once
         old, new = self.tokens[steps, positions], self.tokens[steps + 1, positions]
         return tuple(EditEvent(int(s), int(p), int(a), int(b))
                      for s, p, a, b in zip(steps, positions, old, new, strict=True))

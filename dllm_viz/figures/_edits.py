@@ -29,11 +29,6 @@ def token_display(trace: Trace, token_id: int) -> str:
     return display_text(trace.token_text(token_id))
 
 
-def edit_event(trace: Trace, step: int, position: int) -> EditEvent:
-    """The edit at (step, position): tokens[step] held the old token, tokens[step + 1] the new one."""
-    return EditEvent(step, position, int(trace.tokens[step, position]), int(trace.tokens[step + 1, position]))
-
-
 def edit_text(trace: Trace, event: EditEvent) -> str:
     """"edited: 'old' → 'new' at step s", not escaped."""
     return f"edited: '{token_display(trace, event.old)}' → '{token_display(trace, event.new)}' at step {event.step}"
@@ -86,5 +81,5 @@ def position_edits(trace: Trace, up_to: int | None = None, *, keep: int = MAX_HO
     positions, steps = positions[kept], steps[kept]
     recent: dict[int, list[EditEvent]] = {}
     for s, p in zip(steps.tolist(), positions.tolist(), strict=True):
-        recent.setdefault(p, []).append(edit_event(trace, s, p))
+        recent.setdefault(p, []).append(trace.edit_event(s, p))
     return PositionEdits(count=count, recent=recent)

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
-from dllm_viz.figures._edits import MAX_HOVER_EDITS, earlier_line, edit_event, edit_text
+from dllm_viz.figures._edits import MAX_HOVER_EDITS, earlier_line, edit_text
 from dllm_viz.figures._grid import StepGrid
 from dllm_viz.figures._layout import BAND_EDGE_COLOR, COMMIT_COLOR, EDIT_COLOR, FLAG_COLOR, plotly_text
 from dllm_viz.figures._pooling import CellGroups, bin_starts, group_cells
@@ -114,7 +114,7 @@ def edit_markers(trace: Trace, grid: StepGrid, *, max_markers: int = MAX_EDIT_MA
             lines.insert(0, f"{end - start} edits at positions {positions[members].min()}-"
                             f"{positions[members].max()}, steps {steps[members].min()}-{steps[members].max()}")
         for i in members[-MAX_HOVER_EDITS:].tolist():
-            event = edit_event(trace, int(steps[i]), int(positions[i]))
+            event = trace.edit_event(int(steps[i]), int(positions[i]))
             lines.append(f"position {event.position}: {plotly_text(edit_text(trace, event))}")
         texts.append("<br>".join(lines))
     latest = order[ends - 1]

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dllm_viz.dynamics import candidate_history, most_revised_position, settled_step, wasted_refinement_fraction
-from dllm_viz.figures._edits import MAX_HOVER_EDITS, earlier_line, edit_event, edit_text
+from dllm_viz.figures._edits import MAX_HOVER_EDITS, earlier_line, edit_text
 from dllm_viz.figures._layout import (
     COMMIT_COLOR,
     EDIT_COLOR,
@@ -113,7 +113,7 @@ def _edit_traces(trace: Trace, max_points: int = MAX_EDIT_POINTS) -> list[go.Sca
     groups = group_cells(steps, positions, max_points)
     name, x, y, texts = "edit", steps, positions, []
     if groups.factor == 1:
-        texts = [plotly_text(edit_text(trace, edit_event(trace, s, p)))
+        texts = [plotly_text(edit_text(trace, trace.edit_event(s, p)))
                  for s, p in zip(steps.tolist(), positions.tolist(), strict=True)]
     else:
         name = f"edit (one mark per {groups.factor} steps x {groups.factor} positions)"
@@ -126,7 +126,7 @@ def _edit_traces(trace: Trace, max_points: int = MAX_EDIT_POINTS) -> list[go.Sca
                      f"steps {steps[members].min()}-{steps[members].max()}"]
             if end - start > MAX_HOVER_EDITS:
                 lines.append(earlier_line(end - start - MAX_HOVER_EDITS))
-            lines += [f"position {p}: {plotly_text(edit_text(trace, edit_event(trace, s, p)))}"
+            lines += [f"position {p}: {plotly_text(edit_text(trace, trace.edit_event(s, p)))}"
                       for s, p in zip(steps[members[-MAX_HOVER_EDITS:]].tolist(),
                                       positions[members[-MAX_HOVER_EDITS:]].tolist(), strict=True)]
             texts.append("<br>".join(lines))
