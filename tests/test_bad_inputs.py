@@ -204,7 +204,8 @@ class TestCLI:
         ("parallelbench/latin_square", "AAB", "4 distinct symbols"),
         ("parallelbench/sudoku", "1234", "4 lines of 4 digits"),
         ("code", "assert f(1) ==", "is not valid Python"),
-        ("humaneval", "def check(candidate): pass", "needs its entry_point"),
+        ("humaneval", "def check(candidate): pass", "entry point must be the name of the function"),
+        ("code", "assert f(1) == 1", "entry point must be the name of the function"),  # scoring raised AttributeError
     ])
     def test_a_gold_answer_the_scorer_cannot_read(self, task: str, gold: str, needle: str, tmp_path: Path,
                                                   tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

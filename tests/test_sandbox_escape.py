@@ -23,6 +23,7 @@ from dllm_viz.tasks import sandbox
 from dllm_viz.tasks.base import Problem
 from dllm_viz.tasks.code import CodeTask
 from dllm_viz.tasks.humaneval import HumanEvalTask
+from dllm_viz.tasks.judge import run_judged
 from dllm_viz.tasks.sandbox import run_sandboxed, unsafe_exec
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ def score_code(completion: str, *, unsafe: bool = False) -> bool:
 def passes(completion: str, *, unsafe: bool = False) -> None:
     """CodeTask scores `completion` correct; on failure, the sandbox's own account of why."""
     if not score_code(completion, unsafe=unsafe):
-        result = run_sandboxed(CodeTask().program(CODE, completion), unsafe=unsafe, must_finish=True)
+        result = run_judged(CodeTask().program(CODE, completion), unsafe=unsafe)
         pytest.fail(f"scored wrong: {result}")
 
 
@@ -147,12 +148,13 @@ def test_a_wrong_result_cannot_pass_by_faking_equality(payload: str, unsafe: boo
     assert not score_code(WRONG_BUT_EQUAL[payload], unsafe=unsafe)
 
 
-@pytest.mark.xfail(strict=True, reason="in-process code can read the runner's frame; Python has no isolation "
-                                       "inside one interpreter (a deliberate, harness-aware attack)")
-def test_known_limit_stealing_the_secret_from_the_runners_frame() -> None:
+@pytest.mark.parametrize("unsafe", MODES)
+def test_the_runners_frame_holds_no_secret_for_the_completion(unsafe: bool) -> None:
+    """Session 33's known limit: the completion read the runner's secret from its caller's frame
+    and wrote it back. It now runs in the candidate's process, where no frame holds the secret."""
     steal = ("    return 0\nimport os, sys\nrunner = sys._getframe(0).f_back\n"
              "os.write(int(runner.f_locals['done_fd']), runner.f_locals['nonce'])\nos._exit(0)")
-    assert not score_code(steal, unsafe=True)
+    assert not score_code(steal, unsafe=unsafe)
 
 
 # ---------------------------------------------------------------- reading, writing, reaching out
@@ -253,22 +255,28 @@ def test_completion_reaches_no_network_or_host_socket(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_completion_cannot_signal_or_trace_the_evaluator() -> None:
+    """Signals reach only the sandbox's own processes: the judge (its parent, so the answer then
+    fails), never the evaluator or a process of the host."""
     import subprocess
 
     canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        probe = f"""\
-            import ctypes, os, signal
+        kill = f"""\
+            import os, signal
             for pid in (os.getppid(), 1, {os.getpid()}, {canary.pid}, -1):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+            return a + 1"""
+        assert not score_code(textwrap.indent(textwrap.dedent(kill), "    "))
+        assert canary.poll() is None
+        trace = """\
+            import ctypes, os
             libc = ctypes.CDLL(None, use_errno=True)
             assert libc.ptrace(16, 1, None, None) != 0  # PTRACE_ATTACH to the namespace init
             return a + 1"""
-        passes(textwrap.indent(textwrap.dedent(probe), "    "))
-        assert canary.poll() is None
+        passes(textwrap.indent(textwrap.dedent(trace), "    "))
     finally:
         canary.kill()
         canary.wait()

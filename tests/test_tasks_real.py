@@ -61,9 +61,11 @@ def test_humaneval_program_appends_body_or_uses_a_full_definition() -> None:
 
     p = Problem(task="humaneval", problem_id="x", prompt="import math\ndef f(x):\n", target="",
                 gold="def check(c):\n    assert c(4) == 2\n", entry_point="f")
-    assert program(p, "    return math.isqrt(x)\n").startswith("import math\ndef f(x):\n    return")
+    appended = program(p, "    return math.isqrt(x)\n")
+    assert appended.candidate.startswith("import math\ndef f(x):\n    return")
     full = program(p, "```python\ndef f(x):\n    return 2\n```")
-    assert full.startswith("import math\ndef f(x):\n    return 2") and full.rstrip().endswith("check(f)")
+    assert full.candidate.startswith("import math\ndef f(x):\n    return 2") and "check" not in full.candidate
+    assert full.setup == p.prompt and full.tests.rstrip().endswith("check(f)") and full.entry_point == "f"
 
 
 def test_real_benchmarks_are_not_generated() -> None:

@@ -13,27 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dllm_viz.tasks.base import Problem, Split, check_count, check_split, check_whole_numbers, split_of
-from dllm_viz.tasks.sandbox import run_sandboxed
+from dllm_viz.tasks.judge import JudgedProgram, run_judged
 
 NUM_TESTS = 4
 SCORE_TIMEOUT_S = 5.0
-# Run after the completion, before the asserts: the entry point's results must be plain data,
-# compared by type identity (a metaclass's __eq__ cannot make a class look like int).
-PLAIN_RESULT = """\
-def _dllm_viz_plain(function, plain=(bool, int, float, str, type(None)), sequences=(list, tuple)):
-    def check(value):
-        kind = type(value)
-        if any(kind is t for t in sequences):
-            for item in value:
-                check(item)
-        elif not any(kind is t for t in plain):
-            raise TypeError("the function returned a " + repr(kind) + ", not plain data")
-        return value
-    return lambda *args, **kwargs: check(function(*args, **kwargs))
-{name} = _dllm_viz_plain({name})
-"""
-
-
 @dataclass(frozen=True, slots=True)
 class _Template:
     """A spec/body pair over argument slots a, b (ints), s (str), xs (list of ints).
@@ -280,6 +263,13 @@ def _hidden_tests(
     return "\n".join(lines)
 
 
+def check_entry_point(problem: Problem) -> None:
+    """The entry point must be a Python name: the judge binds it to the completion's function."""
+    if not (problem.entry_point or "").isidentifier():
+        raise ValueError(f"problem {problem.problem_id!r}: the entry point must be the name of the function the "
+                         f"tests call, got {problem.entry_point!r}")
+
+
 def check_compiles(source: str, what: str) -> None:
     """Refuse `source` that is not Python (every answer would fail on it, not on the answer)."""
     try:
@@ -331,25 +321,23 @@ class CodeTask:
         """The prompt's last line: the function's `def` line, which the completion continues."""
         return problem.prompt.rsplit("\n", 1)[-1]
 
-    def program(self, problem: Problem, completion: str) -> str:
-        """The program the sandbox runs: the prompt's def line, the completion, the asserts.
-
-        Between the completion and the asserts the entry point is wrapped so that it must return
-        plain data (the only kinds the reference returns): an object whose `__eq__` says yes to
-        everything would otherwise pass every `assert f(...) == expected`.
-        """
-        wrap = PLAIN_RESULT.format(name=problem.entry_point) if problem.entry_point.isidentifier() else ""
-        return f"{self.def_line(problem)}\n{completion}\n\n{wrap}{problem.gold}\n"
+    def program(self, problem: Problem, completion: str) -> JudgedProgram:
+        """The judged run: the candidate is the prompt's def line and the completion; the judge
+        runs the asserts with the entry point bound to it (so its results arrive as plain data,
+        and no object whose `__eq__` says yes to everything can pass)."""
+        return JudgedProgram(candidate=f"{self.def_line(problem)}\n{completion}\n",
+                             entry_point=problem.entry_point or "", tests=problem.gold)
 
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completion passes every hidden assert inside the sandbox."""
         if problem.task != self.name:
             raise ValueError(f"CodeTask cannot score a {problem.task!r} problem")
-        return run_sandboxed(self.program(problem, completion), timeout_s=SCORE_TIMEOUT_S, must_finish=True).passed
+        return run_judged(self.program(problem, completion), timeout_s=SCORE_TIMEOUT_S).passed
 
     def check(self, problem: Problem) -> None:
         """The hidden tests (gold) must be Python that compiles, and the prompt must end in the def line."""
         check_compiles(problem.gold, "gold (the hidden asserts)")
+        check_entry_point(problem)
         if not self.def_line(problem).startswith("def "):
             raise ValueError("a code problem's prompt must end with the function's `def` line, which the completion "
                              "continues")

@@ -3,7 +3,9 @@
 Post-processing as Fast-dLLM/AdaBlock do (docs/ALGORITHMS.md §8.2): if the completion holds a
 ```python block, take its contents; if that code defines the entry point itself, run it after
 the prompt's imports, otherwise append it to the prompt. Then the task's `check` runs on the
-entry point inside the bubblewrap sandbox (tasks/sandbox.py).
+entry point inside the bubblewrap sandbox, in a judge process apart from the completion's
+(tasks/judge.py): the judge runs the prompt (whose helpers some tests call) and the test code
+with the entry point bound to the completion's function.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dllm_viz.tasks.base import Problem, Split, first
-from dllm_viz.tasks.code import check_compiles
+from dllm_viz.tasks.code import check_compiles, check_entry_point
 from dllm_viz.tasks.hub import HUB, hub_records
-from dllm_viz.tasks.sandbox import run_sandboxed
+from dllm_viz.tasks.judge import JudgedProgram, run_judged
 
 TIMEOUT_S = 10.0
 _FENCE = re.compile(r"```(?:python|py)?\n(.*?)(?:```|$)", re.DOTALL)
@@ -59,16 +61,18 @@ def humaneval_problems(records: list[dict[str, Any]], *, source: str, n: int | N
     return first(problems, n)
 
 
-def program(problem: Problem, completion: str) -> str:
-    """The code the sandbox runs for a completion."""
+def program(problem: Problem, completion: str) -> JudgedProgram:
+    """The judged run for a completion: the candidate is the completed code, the judge runs the
+    prompt then the tests and `check(<entry point>)`."""
     fenced = _FENCE.search(completion)
     code = fenced.group(1) if fenced else completion
     if problem.entry_point and re.search(rf"^def {re.escape(problem.entry_point)}\(", code, re.MULTILINE):
         imports = "\n".join(line for line in problem.prompt.splitlines() if line.startswith(("import ", "from ")))
-        body = f"{imports}\n{code}"
+        candidate = f"{imports}\n{code}"
     else:
-        body = problem.prompt + code
-    return f"{body}\n\n{problem.gold}\n\ncheck({problem.entry_point})\n"
+        candidate = problem.prompt + code
+    return JudgedProgram(candidate=f"{candidate}\n", entry_point=problem.entry_point or "",
+                         tests=f"{problem.gold}\n\ncheck({problem.entry_point})\n", setup=problem.prompt)
 
 
 @dataclass(frozen=True)
@@ -83,12 +87,11 @@ class HumanEvalTask:
 
     def score(self, problem: Problem, completion: str) -> bool:
         """True when the completed function passes the task's tests in the sandbox."""
-        return run_sandboxed(program(problem, completion), timeout_s=TIMEOUT_S, must_finish=True).passed
+        return run_judged(program(problem, completion), timeout_s=TIMEOUT_S).passed
 
     def check(self, problem: Problem) -> None:
         """HumanEval needs the entry point (its `check(candidate)` is called with it) and test code that compiles."""
-        if not problem.entry_point:
-            raise ValueError("a humaneval problem needs its entry_point (the function `check` is called with)")
+        check_entry_point(problem)
         check_compiles(problem.gold, "gold (the test code)")
 
     def final_answer(self, completion: str) -> str:

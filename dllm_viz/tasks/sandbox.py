@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from dllm_viz.tasks import bwrap, memory_cgroup
 from dllm_viz.tasks.supervise import Outcome, watch
@@ -150,7 +151,7 @@ def require_sandbox(*, unsafe: bool = False) -> None:
 
 
 def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = None,
-                  must_finish: bool = False) -> SandboxResult:
+                  must_finish: bool = False, runner: str = RUNNER, job: bytes = b"") -> SandboxResult:
     """Run `code` in a fresh, contained interpreter and report whether it exited cleanly.
 
     Args:
@@ -159,6 +160,9 @@ def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = No
         unsafe: run without bwrap; None takes the surrounding `unsafe_exec` block's choice.
         must_finish: passing also needs the program to have run to its last statement (what a
             scorer whose tests come last wants): an exit with status 0 before it is a failure.
+        runner / job: with must_finish, the runner's source (RUNNER's contract: `<secret fd>
+            <done fd> <program>`; `judge.run_judged` passes the judge) and what its secret fd holds
+            after the secret and a newline (the judge's tests; nothing for RUNNER).
 
     Raises:
         ValueError: if `timeout_s` is not positive.
@@ -168,7 +172,7 @@ def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = No
         raise ValueError(f"`timeout_s` must be > 0, got {timeout_s}")
     is_unsafe = _UNSAFE_EXEC.get() if unsafe is None else unsafe
     require_sandbox(unsafe=is_unsafe)
-    with _FinishChannel.open(must_finish) as finish:
+    with _FinishChannel.open(must_finish, runner=runner, job=job) as finish:
         run = _run_unsafe if is_unsafe else _run_bwrap
         outcome = run(code, timeout_s=timeout_s, finish=finish)
         finished = finish.reached() if finish is not None else None
@@ -177,46 +181,48 @@ def run_sandboxed(code: str, *, timeout_s: float = 5.0, unsafe: bool | None = No
 
 @dataclass(slots=True)
 class _FinishChannel:
-    """The pipes RUNNER uses: a one-time secret in, the same secret out once the program completed."""
+    """The runner's channels: a one-time secret in (with the job after it), the same secret out
+    once the program completed."""
 
     nonce: bytes
-    nonce_r: int
+    runner: str
+    secret_file: IO[bytes]
     done_r: int
     done_w: int
     child_fds_closed: bool = False
 
     @classmethod
     @contextmanager
-    def open(cls, enabled: bool) -> Iterator[_FinishChannel | None]:
+    def open(cls, enabled: bool, *, runner: str, job: bytes) -> Iterator[_FinishChannel | None]:
         if not enabled:
             yield None
             return
         nonce = secrets.token_hex(32).encode()
-        nonce_r, nonce_w = os.pipe()
-        try:
-            os.write(nonce_w, nonce)
-        finally:
-            os.close(nonce_w)
-        done_r, done_w = os.pipe()
-        channel = cls(nonce, nonce_r, done_r, done_w)
-        try:
-            yield channel
-        finally:
-            channel.close_child_fds()
-            os.close(done_r)
+        # An unlinked file, not a pipe: the job can be larger than a pipe holds before a reader starts.
+        with tempfile.TemporaryFile() as secret_file:
+            secret_file.write(nonce + (b"\n" + job if job else b""))
+            secret_file.flush()
+            secret_file.seek(0)
+            done_r, done_w = os.pipe()
+            channel = cls(nonce, runner, secret_file, done_r, done_w)
+            try:
+                yield channel
+            finally:
+                channel.close_child_fds()
+                os.close(done_r)
 
     @property
     def child_fds(self) -> tuple[int, int]:
-        return self.nonce_r, self.done_w
+        return self.secret_file.fileno(), self.done_w
 
     def runner_args(self) -> tuple[str, str, str]:
-        return RUNNER, str(self.nonce_r), str(self.done_w)
+        return self.runner, str(self.secret_file.fileno()), str(self.done_w)
 
     def close_child_fds(self) -> None:
         """Our copies of the child's ends, once it holds its own (so the done pipe can reach EOF)."""
         if not self.child_fds_closed:
             self.child_fds_closed = True
-            os.close(self.nonce_r)
+            self.secret_file.close()
             os.close(self.done_w)
 
     def reached(self) -> bool:
