@@ -87,10 +87,11 @@ def parse_grid(spec: str) -> Grid:
     return Grid(spec=spec, knobs=tuple(knobs), values=tuple(values))
 
 
-def grid_configs(policy: str, grid: Grid, options: Mapping[str, Any] | None = None) -> dict[str, Pipeline]:
+def grid_configs(policy: str, grid: Grid, options: Mapping[str, Any] | None = None, *,
+                 default_block: str = "fixed") -> dict[str, Pipeline]:
     """Bench label -> Pipeline of every grid point of configuration `policy` (e.g. 'cora' and
-    delta_p=0.9,m=1 -> 'cora(delta_p=0.9,m=1)'); `options` are the shared field values as in
-    `parse_config`, and a grid value wins over them.
+    delta_p=0.9,m=1 -> 'cora(delta_p=0.9,m=1)'); `options` and `default_block` are as in
+    `parse_config`, and a grid value wins over the options.
 
     Raises:
         ValueError: `policy` is the dense baseline, a grid knob that no component of `policy` has
@@ -104,7 +105,7 @@ def grid_configs(policy: str, grid: Grid, options: Mapping[str, Any] | None = No
     for point in grid.points():
         label = set_options(policy, point)
         try:
-            pipe = parse_config(label, options)
+            pipe = parse_config(label, options, default_block=default_block)
         except ValueError as exc:
             raise ValueError(f"grid point {label}: {exc}") from None
         same = next((other for other, known in configs.items() if known == pipe), None)

@@ -312,3 +312,24 @@ def _prompt_file(tmp_path: Path) -> Path:
     path = tmp_path / "prompts.jsonl"
     dump_problems(heldout_problems("hard", 2), path)
     return path
+
+
+def test_calibrate_on_a_block_model_runs_its_aligned_blocks_unless_told(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """As bench (session 34): calibrate parsed its points and dense on fixed blocks of 32 on a
+    block-causal model, where decode, bench and the app run the model's aligned blocks."""
+    from dllm_viz.random_block_model import BlockModelShape, build_random_block_model
+
+    model = build_random_block_model(tmp_path / "block", BlockModelShape(
+        hidden=64, layers=1, heads=2, intermediate=128, block_length=8, max_positions=512, head_scale=12.0, seed=0))
+    argv = ["calibrate", "--model", str(model), "--tasks", "arith", "--n", "1", "--check-n", "1",
+            "--gen-length", "30", "--policy", "threshold", "--grid", "threshold=0.5,0.9"]
+    assert main([*argv, "--out", str(tmp_path / "own.json")]) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "own.json").read_text())
+    blocks = [report["settings"]["dense"]["block"], *(p["block"] for p in report["settings"]["points"].values())]
+    assert blocks == [{"name": "aligned", "block_length": 8}] * 3, blocks
+    assert "configurations that name no block sizer run on aligned blocks of 8" in capsys.readouterr().err
+    told = [*argv, "--block-length", "6", "--out", str(tmp_path / "told.json")]
+    assert main(told) == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "told.json").read_text())
+    assert report["settings"]["dense"]["block"] == {"name": "aligned", "block_length": 6}

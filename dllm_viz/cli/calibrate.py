@@ -26,6 +26,7 @@ from dllm_viz.cli.options import (
     data_setting,
     decode_config,
     load_model,
+    model_block_defaults,
     model_settings,
     passed_options,
     policy_fields,
@@ -104,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
         flag = "--" + both[0].replace("_", "-")
         raise ValueError(f"{flag} is fixed and swept by --grid at once; drop {flag} or {both[0]!r} from --grid")
     options = {name: getattr(args, name, None) for name in policy_fields()}
-    points = grid_configs(args.policy, grid, options)
-    dense = parse_config("dense", options)
+    default_block = model_block_defaults(args, options)  # a block-causal model's aligned blocks, as bench
+    points = grid_configs(args.policy, grid, options, default_block=default_block)
+    dense = parse_config("dense", options, default_block=default_block)
     config = decode_config(args)
     check_options_apply(args, [dense, *points.values()])
     check_pipelines([dense, *points.values()], config.gen_length)
