@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import random
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -49,7 +50,61 @@ def test_hard_mix_follows_the_declared_weights() -> None:
     total = sum(w for _, w in HARD_FAMILIES)
     for name, weight in HARD_FAMILIES:
         assert int(400 * weight / total + 1e-9) <= counts[name] <= 400 * weight / total + 2  # + a drawn remainder
-    assert set(counts) == set(FAMILIES) and all(name in TASKS for name in FAMILIES)
+    mixed = {name for name, weight in HARD_FAMILIES if weight > 0}
+    assert set(counts) == mixed and all(name in TASKS for name in FAMILIES)
+    assert "hard/long" in set(FAMILIES) - mixed  # of the split, out of the default mix until a model learns it
+
+
+def test_a_family_of_weight_0_leaves_the_mix_drawn_as_without_it() -> None:
+    """hard/long joined HARD_FAMILIES at weight 0: the held-out set every recorded number used must
+    not move (the committed sets are checked against the generators below)."""
+    from dllm_viz.tasks.hard_split import draw_mix
+
+    without = tuple((name, weight) for name, weight in HARD_FAMILIES if weight > 0)
+    for seed in range(5):
+        drawn = [draw_mix(60, random.Random(seed), get_task, seed=seed, split="heldout", families=families)
+                 for families in (HARD_FAMILIES, without)]
+        assert drawn[0] == drawn[1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_long_chains_are_twenty_to_twenty_four_dependent_lines(seed: int) -> None:
+    from dllm_viz.tasks.hard import LONG_PROMPT
+
+    (problem,) = get_task("hard/long").generate(1, seed=seed, split="train")
+    *lines, final = problem.target.split("\n")
+    assert 20 <= len(lines) <= 24 and problem.task == "hard/long"
+    previous = None
+    operations = []
+    for line in lines:
+        left, op, right, result = LINE_RE.match(line).groups()  # type: ignore[union-attr]
+        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
+        if previous is not None:
+            assert int(left) == previous
+            operations.append(f"{op} {right}")
+        else:
+            operations.append(f"{left} {op} {right}")
+        previous = int(result)
+    assert final == f"#### {previous}" and problem.prompt == LONG_PROMPT.format(expression=" ".join(operations))
+
+
+def test_long_answers_fill_a_256_token_canvas_and_fit_it() -> None:
+    from dllm_viz.train.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(str(Path(__file__).resolve().parents[1] / "dllm_viz" / "assets" / "tiny"))
+    problems = get_task("hard/long").generate(100, seed=0, split="heldout")
+    lengths = [len(ids) for ids in tokenizer([p.target for p in problems], add_special_tokens=False)["input_ids"]]
+    assert 180 <= sum(lengths) / len(lengths) <= 230 and max(lengths) < 256, (min(lengths), max(lengths))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"min_ops": 0}, "1 <= min_ops"), ({"max_ops": 33}, "max_ops <= 32"), ({"min_ops": 9, "max_ops": 8}, "min_ops"),
+    ({"max_multiplier": 1}, "max_multiplier"),
+])  # fmt: skip
+def test_long_chain_knobs_out_of_range_are_named(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        get_task("hard/long").generate(1, seed=0, **kwargs)
 
 
 @settings(max_examples=25, deadline=None)
@@ -254,3 +309,13 @@ def test_final_answers_ignore_surface_form_and_name_the_family_for_the_mix() -> 
     assert get_task("gsm8k").final_answer("so 3 + 4 = 7\n#### 7") == "7"
     with pytest.raises(ValueError, match=re.escape("get_task(problem.task)")):
         get_task("hard").final_answer("#### 3")
+
+
+def test_the_committed_prompt_sets_are_what_the_generators_make() -> None:
+    """Every recorded number was measured on sample_prompts/; a generator change (a family added to
+    the split, a refactored drawing helper) must not move them without a deliberate re-export."""
+    from dllm_viz.tasks import load_problems
+    from dllm_viz.tasks.export_sets import SAMPLE_DIR, heldout_sets
+
+    for name, problems in heldout_sets().items():
+        assert load_problems(SAMPLE_DIR / f"{name}.jsonl") == problems, name

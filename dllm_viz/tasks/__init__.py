@@ -14,14 +14,14 @@ from dllm_viz.tasks.arith import ArithTask, extract_answer
 from dllm_viz.tasks.base import Problem, Split, Task
 from dllm_viz.tasks.code import CodeTask
 from dllm_viz.tasks.gsm8k import Gsm8kTask, load_gsm8k
-from dllm_viz.tasks.hard import BreadthTask, ChainTask
+from dllm_viz.tasks.hard import BreadthTask, ChainTask, LongChainTask
 from dllm_viz.tasks.hard_split import HARD_FAMILIES, HardTask
 from dllm_viz.tasks.humaneval import HumanEvalTask, load_humaneval
 from dllm_viz.tasks.parallelbench import parallelbench_tasks
 
 TASKS: dict[str, Task] = {"arith": ArithTask(), "code": CodeTask(), "gsm8k": Gsm8kTask(),
                           "humaneval": HumanEvalTask(), "hard/chain": ChainTask(), "hard/breadth": BreadthTask(),
-                          **parallelbench_tasks()}
+                          "hard/long": LongChainTask(), **parallelbench_tasks()}
 _PROBLEM_FIELDS = frozenset(f.name for f in fields(Problem))
 
 __all__ = [

@@ -219,6 +219,21 @@ def _group_step(rng: random.Random, max_result: int, max_multiplier: int) -> _St
     return _Step(groups, "*", each, groups * each)
 
 
+def expression_start(rng: random.Random, max_operand: int, max_result: int, max_multiplier: int) -> _Step:
+    """The first operation of a bare expression: a group product, or an operation on any value a
+    running result can take (drills and `hard/long` start alike)."""
+    if rng.random() < 0.15:
+        return _group_step(rng, max_result, max_multiplier)
+    value = rng.randint(2, max_result)
+    return _pick_step(rng, value, max_operand, max_result, max_multiplier)
+
+
+def expression(steps: list[_Step]) -> str:
+    """The steps as one expression read left to right: `6 + 4 * 2`."""
+    first = steps[0]
+    return " ".join([f"{first.left} {first.op} {first.right}", *(f"{s.op} {s.right}" for s in steps[1:])])
+
+
 def _worked(kind: str, steps: list[_Step]) -> tuple[str, str]:
     """(problem id `kind|line;line`, target `line\nline\n#### answer`) of a worked solution."""
     lines = [s.line() for s in steps]
@@ -345,18 +360,13 @@ class ArithTask(NumberAnswer):
         rng = random.Random(f"arith-drill:{seed}")
         out = []
         for _ in range(n):
-            if rng.random() < 0.15:
-                steps = [_group_step(rng, max_result, max_multiplier)]
-            else:
-                value = rng.randint(2, max_result)
-                steps = [_pick_step(rng, value, max_operand, max_result, max_multiplier)]
+            steps = [expression_start(rng, max_operand, max_result, max_multiplier)]
             num_ops = rng.randint(1, max_ops) if max_ops > 1 else 1
             while len(steps) < num_ops:
                 steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
-            first = steps[0]
-            expression = " ".join([f"{first.left} {first.op} {first.right}", *(f"{s.op} {s.right}" for s in steps[1:])])
             problem_id, target = _worked("arith-drill", steps)
             out.append(Problem(
-                task=self.name, problem_id=problem_id, prompt=expression, target=target, gold=str(steps[-1].result),
+                task=self.name, problem_id=problem_id, prompt=expression(steps), target=target,
+                gold=str(steps[-1].result),
             ))  # fmt: skip
         return out

@@ -36,13 +36,22 @@ from dllm_viz.tasks.arith import (
     _pick_step,
     _sentence,
     _Step,
+    _worked,
     check_arith_knobs,
+    expression,
+    expression_start,
 )
 from dllm_viz.tasks.base import Problem, Split, check_ordered, check_split, check_whole_numbers, draw_distinct
 
 CHAIN_MIN_OPS = 5
 CHAIN_MAX_OPS = 12
 MAX_GROUPS = 3
+# hard/long: enough lines that the answer fills most of a 256-token canvas (20 lines are ~190 tokens
+# of the bundled tokenizer, 24 ~225, the longest ~245), and a cap that still fits a 512-position model.
+LONG_MIN_OPS = 20
+LONG_MAX_OPS = 24
+LONG_OPS_CAP = 32
+LONG_PROMPT = "Work left to right: {expression}"
 
 
 class ChainTask(ArithTask):
@@ -71,6 +80,51 @@ class ChainTask(ArithTask):
             n, seed=seed, split=split, min_ops=min_ops, max_ops=max_ops, max_operand=max_operand,
             max_result=max_result, max_multiplier=max_multiplier,
         )  # fmt: skip
+
+
+class LongChainTask(NumberAnswer):
+    """Depth at length: one bare expression of 20-24 operations worked left to right, a line each.
+
+    Why: `hard/chain`'s answers (5-12 lines, ~80 tokens) fill a third of a 256-token canvas, so at
+    gen 256 most blocks are end-of-text, which every rule commits in one pass. Here the answer
+    fills most of the canvas, every line still starting from the result above, and the prompt stays
+    short (the expression, not a word problem: a 24-step story would not fit a 512-position model
+    beside its canvas). Lines read as `arith`'s (`a op b = c`), so the drills' operation table carries over.
+    """
+
+    name = "hard/long"
+
+    def generate(
+        self,
+        n: int,
+        *,
+        seed: int,
+        split: Split = "train",
+        min_ops: int = LONG_MIN_OPS,
+        max_ops: int = LONG_MAX_OPS,
+        max_operand: int = DEFAULT_MAX_OPERAND,
+        max_result: int = DEFAULT_MAX_RESULT,
+        max_multiplier: int = DEFAULT_MAX_MULTIPLIER,
+    ) -> list[Problem]:
+        """`n` distinct expressions of `min_ops`..`max_ops` operations (at most LONG_OPS_CAP).
+
+        Raises:
+            ValueError: naming a knob out of range, or when the knobs leave too few problems.
+        """
+        check_split(split)
+        check_ordered("min_ops", min_ops, "max_ops", max_ops, floor=1, cap=LONG_OPS_CAP)
+        check_arith_knobs(1, 1, max_operand, max_result, max_multiplier)
+        rng = random.Random(f"{self.name}:{seed}:{split}")
+
+        def draw() -> Problem:
+            steps = [expression_start(rng, max_operand, max_result, max_multiplier)]
+            for _ in range(rng.randint(min_ops, max_ops) - 1):
+                steps.append(_pick_step(rng, steps[-1].result, max_operand, max_result, max_multiplier))
+            problem_id, target = _worked(self.name, steps)
+            prompt = LONG_PROMPT.format(expression=expression(steps))
+            return Problem(self.name, problem_id, prompt, target, gold=str(steps[-1].result))
+
+        return draw_distinct(n, split, draw, f"{min_ops}-{max_ops} operations, max_result={max_result}")
 
 
 @dataclass(frozen=True, slots=True)
