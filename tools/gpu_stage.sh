@@ -34,7 +34,9 @@
 # FAMILY=WEIGHT`s, e.g. "hard/chain=0.5 parallelbench/sort=0.15 parallelbench/shuffle=0.15", the
 # binding recipe of session 29; empty keeps the held-out mix), LIST_BATCH (rows of a list drill
 # step, default BATCH), EVAL_EVERY and SNAPSHOT_EVERY (steps), N_HARD
-# problems per hard family and N_EASY easy arithmetic problems (held out, the first ones), SHARDS
+# problems per hard family and N_EASY easy arithmetic problems (held out, the first ones), N_LONG
+# hard/long problems (default 0: no bench; a stage that trains on it, HARD_WEIGHT "... hard/long=0.4",
+# benches both models on it at gen 256 too), SHARDS
 # processes per bench (problems are split by --skip and joined with tools/merge_bench.py), TESTS_S
 # (seconds the `gpu` tests may take, beside the training and the benches; default 460).
 set -uo pipefail
@@ -47,7 +49,8 @@ if [[ -z "${INIT:-}" ]]; then
 fi
 GROW=${GROW:-0}; SEED=${SEED:-20}; LR=${LR:-1e-3}; HARD_WEIGHT=${HARD_WEIGHT:-}
 EVAL_EVERY=${EVAL_EVERY:-250}; SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-1000}; BENCH_S=${BENCH_S:-180}; TESTS_S=${TESTS_S:-460}
-N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; SHARDS=${SHARDS:-4}
+N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}; N_LONG=${N_LONG:-0}; SHARDS=${SHARDS:-4}
+SETS=(chain breadth arith); [[ $N_LONG -gt 0 ]] && SETS+=(long)
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -126,13 +129,14 @@ for i in "${!MODELS[@]}"; do
     bench "${TAGS[i]}_chain" "${MODELS[i]}" hard/chain "$N_HARD" 256 & benches+=($!)
     bench "${TAGS[i]}_breadth" "${MODELS[i]}" hard/breadth "$N_HARD" 256 & benches+=($!)
     bench "${TAGS[i]}_arith" "${MODELS[i]}" arith "$N_EASY" 128 & benches+=($!)
+    if [[ $N_LONG -gt 0 ]]; then bench "${TAGS[i]}_long" "${MODELS[i]}" hard/long "$N_LONG" 256 & benches+=($!); fi
 done
 wait "${benches[@]}"
 for tag in "${TAGS[@]}"; do  # in a fixed order: the benches above finish in any
-    cat "$WORK/bench/${tag}"_{chain,breadth,arith}.summary >> "$OUT/summary.txt"
+    for set in "${SETS[@]}"; do cat "$WORK/bench/${tag}_$set.summary" >> "$OUT/summary.txt"; done
 done
 if [[ ${#TAGS[@]} -gt 1 ]]; then  # the swap's evidence: the export against the bundled model, problem by problem
-    for task in chain breadth arith; do
+    for task in "${SETS[@]}"; do
         python tools/compare_models.py "$WORK/bench/bundled_$task.csv" "$WORK/bench/stage_$task.csv" \
             --names bundled stage >> "$OUT/summary.txt" 2>&1
     done
