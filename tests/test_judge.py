@@ -278,3 +278,8 @@ def test_a_call_after_the_candidate_ended_says_so() -> None:
              "f(0)\n")
     result = judged(candidate, tests, unsafe=True)
     assert not result.passed and judge_process.ENDED in result.error and "BrokenPipe" not in result.error
+
+
+def test_a_result_over_the_size_limit_is_named() -> None:
+    result = judged("def f():\n    return 'x' * (20 << 20)\n", "assert f() == ''\n", unsafe=True)
+    assert not result.passed and "over the limit" in result.error, result.error

@@ -240,7 +240,10 @@ def serve(request_fd: int, reply_fd: int, program: str, entry_point: str) -> Non
             reply = {"result": encode(function(*decode(call["args"]), **decode(call["kwargs"])))}
         except BaseException as exc:
             reply = {"error": [type(exc).__name__, str(exc)[:2000]]}
-        send(reply_fd, reply)
+        try:
+            send(reply_fd, reply)
+        except CandidateError as exc:  # a result over the size limit: say so rather than vanish
+            send(reply_fd, {"error": [type(exc).__name__, str(exc)]})
 
 
 def _report(exc: BaseException) -> None:
