@@ -36,3 +36,32 @@ CHAPTERS = {
                          "length (32 for the bundled tiny one, which is bidirectional, so it sees the whole canvas, "
                          "but the rule is the same).",
 }
+
+# What chapters 1-5 do differently on a block-causal model, shown under the chapter's text (pages/learn.py
+# fills in {block}, its block length, {gen}, the canvas, and {steps}, chapter 3's budget). Such a model is
+# trained to decode over aligned blocks of its own length, so the examples and the Decode links run on those
+# instead of the fixed windows the texts above describe; chapter 6 runs on them anyway and says so itself.
+BLOCK_MODEL_NOTES = {
+    "1 Masking": "This model is block-diffusion with block length {block}: it was trained to decode over aligned "
+                 "blocks of {block}, counted from the prompt's first token, so the example and the Decode link "
+                 "run on those, its own, not on one window of all {gen} positions. The canvas still starts as all "
+                 "masks; the blocks decide where each step may commit.",
+    "2 Confidence": "This model is block-diffusion with block length {block}: the example and the Decode link run "
+                    "on aligned blocks of {block}, its own, not on one window of all {gen} positions, so a step "
+                    "commits only inside the current block (between the black edges on the heatmap), the block it "
+                    "was trained to fill next.",
+    "3 Remasking": "This model is block-diffusion with block length {block}: the example and the Decode link run on "
+                   "aligned blocks of {block}, its own, not on one window of all {gen} positions. The budget is "
+                   "still {steps} steps for {gen} positions, shared out block by block: each block commits its "
+                   "most confident positions a few at a time, then the next block starts.",
+    "4 Blocks": "This model is block-diffusion with block length {block}, and that length is its own, not a "
+                "setting: it was trained on aligned blocks of {block}, counted from the prompt's first token, and "
+                "its block-causal attention is built on them (a position sees its own block and the earlier ones). "
+                "Other lengths would cut across the blocks it knows, so there is no slider here. Below: one token "
+                "per step on its aligned blocks; the black edges on the heatmap mark the block each step works "
+                "on, left to right.",
+    "5 NFE": "This model is block-diffusion with block length {block}: both decodes, and the Decode link, run on "
+             "aligned blocks of {block}, its own, not on one window of the whole canvas. One token per step is the "
+             "dense baseline Compare measures against on this model, and τ commits in parallel only inside the "
+             "current block.",
+}

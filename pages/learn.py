@@ -5,16 +5,22 @@ Six short chapters (masking, confidence, remasking, blocks, NFE, block diffusion
 session) and a link that opens the Decode page with the same setting, so every idea points at
 the real widget that controls it. Terms link to the glossary (dllm_viz.explain). The chapter
 is in the URL.
+
+On a block-causal model (block diffusion: LLaDA2.x, SDAR, Fast-dLLM v2) every example and link
+runs on aligned blocks of the model's own length (policies.defaults), the geometry it was trained
+to decode with, and a caption under the chapter says so: its chapters decoded fixed windows (one
+of the whole canvas, or a slider's 4-32) across the model's attention blocks, which it never runs.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import streamlit as st
 
-from app_ui.chapters import CHAPTERS
+from app_ui.chapters import BLOCK_MODEL_NOTES, CHAPTERS
 from app_ui.common import (
     ANSWER_MARKS,
     DEFAULT_PROMPT,
@@ -33,6 +39,7 @@ from dllm_viz.engine import decode
 from dllm_viz.explain import GLOSSARY
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
+from dllm_viz.policies.defaults import dense_baseline, policy_defaults
 from dllm_viz.stepper import Stepper
 from dllm_viz.tasks.base import Problem
 from dllm_viz.trace import Trace
@@ -46,6 +53,18 @@ chapter = str(st.segmented_control("Chapter", list(CHAPTERS), default=next(iter(
                                    key="chapter", bind="query-params"))
 adapter = current_model()
 PROMPT = next(iter(sample_prompts().values()), DEFAULT_PROMPT)
+
+
+def own_block(model: ModelAdapter | None) -> int | None:
+    """The block length a block-causal model was trained on, else None (a bidirectional model, or none)."""
+    own = model.info.block_length if model is not None and model.info.attention == "block_causal" else None
+    return int(own) if own else None
+
+
+OWN_BLOCK = own_block(adapter)
+# The block sizer and options the loaded model starts on: a block-causal model's aligned blocks of its
+# own length; for a bidirectional one no options, so each chapter keeps its own fixed windows.
+NATIVE = policy_defaults(OWN_BLOCK)
 
 
 @st.cache_resource(show_spinner="Decoding the example…", max_entries=64)
@@ -86,8 +105,8 @@ def canvas_for(problem: Problem) -> int:
 def parallel_pair(problem: Problem, tau: float) -> tuple[Trace, Trace] | None:
     """`problem` decoded one token per step and by the threshold rule at `tau` (both cached)."""
     gen = canvas_for(problem)
-    dense = example(Pipeline.dense(gen), prompt=problem.prompt, gen=gen)
-    fast = example(Pipeline.from_names("threshold", threshold=tau, block_length=gen), prompt=problem.prompt, gen=gen)
+    dense = example(one_per_step(gen), prompt=problem.prompt, gen=gen)
+    fast = example(in_model_blocks("threshold", gen, threshold=tau), prompt=problem.prompt, gen=gen)
     return None if dense is None or fast is None else (dense, fast)
 
 
@@ -108,13 +127,39 @@ def find_break(problems: dict[str, Problem], tau: float) -> str | None:
 
 def edit_block(model: ModelAdapter | None) -> int:
     """Chapter 6's block length: a block-causal model's own, else EDIT_BLOCK (the bundled model has none)."""
-    own = model.info.block_length if model is not None and model.info.attention == "block_causal" else None
-    return int(own) if own else EDIT_BLOCK
+    return own_block(model) or EDIT_BLOCK
+
+
+def in_model_blocks(rule: str, block_length: int, **options: Any) -> Pipeline:
+    """`rule` with `options` over fixed blocks of `block_length`; on a block-causal model over aligned
+    blocks of its own length instead (NATIVE), whatever the chapter's `block_length`: the geometry it
+    was trained to decode with, where fixed windows cut across its attention blocks."""
+    return Pipeline.from_names(rule, NATIVE.block, **{"block_length": block_length, **options, **NATIVE.options})
+
+
+def one_per_step(gen: int) -> Pipeline:
+    """LLaDA's dense rule on `gen` positions: one block of the whole canvas, or on a block-causal model
+    the dense baseline Compare and Tune use on it (its aligned blocks)."""
+    return Pipeline.dense(gen) if OWN_BLOCK is None else dense_baseline(OWN_BLOCK, gen)
+
+
+def remasking_steps() -> int:
+    """Chapter 3's step budget: GEN // 2, two tokens a step. LLaDA's schedule must split it evenly over
+    the blocks (Pipeline.validate), which it does for every power-of-two block length; on a
+    block-causal model of another length, the nearest budget that splits (block 5: 36 steps over 12
+    blocks)."""
+    for steps in sorted(range(1, GEN + 1), key=lambda s: (abs(s - GEN // 2), s)):
+        try:
+            in_model_blocks("fixed_steps", GEN, steps=steps).validate(GEN)
+        except ValueError:
+            continue
+        return steps
+    return GEN  # one token a step always splits
 
 
 def first_steps(count: int) -> Trace | None:
     """The trace after `count` forward passes of the threshold rule (0 = the initial canvas)."""
-    return example(Pipeline.from_names("threshold", block_length=GEN), count)
+    return example(in_model_blocks("threshold", GEN), count)
 
 
 def anchor(term: str) -> str:
@@ -131,31 +176,43 @@ def linked(text: str) -> str:
 
 
 def try_it(label: str, **query: object) -> None:
+    """A link to the Decode page with `query` (gen length GEN unless it says otherwise); on a block-causal
+    model with its aligned blocks of its own length, as the chapter's example ran (in_model_blocks)."""
+    blocks = {"block": NATIVE.block, **NATIVE.options} if OWN_BLOCK is not None else {}
     st.page_link("pages/decode.py", label=f"Try it on the Decode page: {label}", icon=":material/open_in_new:",
-                 query_params={"gen": str(GEN), **{k: str(v) for k, v in query.items()}})
+                 query_params={"gen": str(GEN), **{k: str(v) for k, v in {**query, **blocks}.items()}})
 
 
 st.markdown(linked(CHAPTERS[chapter]))
+if OWN_BLOCK is not None and chapter in BLOCK_MODEL_NOTES:  # what the example changed on this model, and why
+    st.caption(BLOCK_MODEL_NOTES[chapter].format(block=OWN_BLOCK, gen=GEN, steps=remasking_steps()))
 if not chapter.startswith("5"):  # chapter 5 lets the reader pick the example
     st.caption(f"Example prompt: {PROMPT}")
 if chapter.startswith("1"):
     if (trace := first_steps(0)) is not None:
         st.html(figures.token_strip_html(trace))
-    try_it(f"gen length {GEN}", rule="threshold")
+    try_it(f"gen length {GEN}", rule="threshold", block_length=GEN)
 elif chapter.startswith("2"):
     if (trace := first_steps(1)) is not None:
         st.html(figures.token_strip_html(trace, 0))
         live_chart(figures.confidence_heatmap(trace), key="learn_conf")
-    try_it("press Step", rule="threshold")
+    try_it("press Step", rule="threshold", block_length=GEN)
 elif chapter.startswith("3"):
-    if (trace := example(Pipeline.from_names("fixed_steps", steps=GEN // 2, block_length=GEN))) is not None:
+    steps = remasking_steps()
+    if (trace := example(in_model_blocks("fixed_steps", GEN, steps=steps))) is not None:
         live_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order")
         if (position := figures.most_revised_position(trace)) is not None:
             story = " → ".join(f"step {step}: `{text.replace('`', chr(39)) or ' '}`"
                                for step, text in figures.candidate_history(trace, position))
             st.markdown(f"**Remasking, seen:** position {position} stayed masked while its candidate changed — "
                         f"{story} — and was committed at step {int(trace.commit_step[position])}.")
-    try_it(f"fixed_steps, {GEN // 2} steps", rule="fixed_steps", steps=GEN // 2, block_length=GEN)
+    try_it(f"fixed_steps, {steps} steps", rule="fixed_steps", steps=steps, block_length=GEN)
+elif chapter.startswith("4") and OWN_BLOCK is not None:
+    # A block-causal model runs only its own aligned blocks, which start at the prompt's first token, not
+    # at the canvas's: the commit-order grid's rows would cut across them, the heatmap's window edges do not.
+    if (trace := example(one_per_step(GEN))) is not None:
+        live_chart(figures.confidence_heatmap(trace), key="learn_aligned_blocks")
+    try_it(f"aligned blocks of {OWN_BLOCK}", rule="fixed_steps")
 elif chapter.startswith("4"):
     block = int(st.select_slider("Block length", [4, 8, 16, 32], value=8, key="learn_block"))
     pipe = Pipeline.dense(block)

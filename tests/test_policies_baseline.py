@@ -76,6 +76,13 @@ def test_fixed_steps_rejects_steps_not_divisible_by_blocks() -> None:
     Pipeline(rule=FixedStepsPolicy(steps=8), block=FixedBlocks(32)).validate(128)
 
 
+def test_steps_on_an_aligned_block_longer_than_the_canvas_are_one_blocks_budget() -> None:
+    """Decode on a block-32 model with a 16-position canvas and fixed_steps(steps=8) raised
+    ZeroDivisionError (a traceback in the app) counting the canvas's 16 // 32 blocks."""
+    Pipeline.from_names("fixed_steps", "aligned", steps=8, block_length=32).validate(16)
+    Pipeline.from_names("cora", "aligned", steps=3, block_length=64).validate(16)
+
+
 def test_threshold_commits_all_at_or_above_tau() -> None:
     view = make_view([0.95, 0.9, 0.89, 0.2], window=(0, 4))
     decision, _ = ThresholdPolicy(0.9).step(view, None)

@@ -59,11 +59,15 @@ def quota(view: StepView, steps: int | None) -> int | None:
 
 
 def validate_steps(steps: int | None, gen_length: int, block_length: int | None) -> None:
-    """LLaDA requires the steps to split evenly over equal blocks."""
+    """LLaDA requires the steps to split evenly over equal blocks.
+
+    A block longer than the canvas (aligned blocks allow one: a block-causal model's own, past a short
+    canvas) leaves one block to give every step to; the check divided by zero blocks there.
+    """
     if steps is None or block_length is None:
         return
     num_blocks = gen_length // block_length
-    if steps % num_blocks:
+    if num_blocks and steps % num_blocks:
         raise ValueError(
             f"`steps` must be a multiple of the number of blocks "
             f"(gen_length/block_length = {num_blocks}), got steps={steps}"
