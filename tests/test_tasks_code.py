@@ -41,7 +41,7 @@ def test_reference_passes_and_wrong_bodies_fail() -> None:
 
 
 def test_get_task_names_bad_and_valid_names() -> None:
-    families = {"hard/chain", "hard/breadth"} | {f"parallelbench/{op}" for op in LIST_OPS + PUZZLES}
+    families = {"hard/chain", "hard/breadth", "hard/long"} | {f"parallelbench/{op}" for op in LIST_OPS + PUZZLES}
     assert set(TASKS) == {"arith", "code", "gsm8k", "humaneval", "hard"} | families
     with pytest.raises(ValueError, match=r"'math'.*\['arith', 'code', 'gsm8k', 'hard', 'hard/breadth'"):
         get_task("math")
