@@ -70,8 +70,31 @@ class _Str(str):
     pass
 
 
-@pytest.mark.parametrize("value", [_AlwaysEqualInt(1), _Str("a"), [1, _Str("a")], object(), b"bytes", 1j,
-                                   {"k": range(3)}, (x for x in [1])], ids=repr)
+class _FakeInt:
+    __class__ = property(lambda self: int)  # type: ignore[assignment]  # isinstance(x, int) believes it
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+def test_subclasses_and_numbers_cross_as_their_plain_values_with_nothing_overridden() -> None:
+    """What an honest completion may return (a Counter where a dict is expected, numpy's scalars, a
+    namedtuple) passes as in one interpreter; a subclass's overridden methods stay behind."""
+    import collections
+    import fractions
+
+    pair = collections.namedtuple("pair", "a b")
+    crossed = decode(encode([_AlwaysEqualInt(1), _Str("a"), collections.Counter("aab"), pair(1, 2),
+                             collections.defaultdict(list, {1: [2]}), fractions.Fraction(1, 2)]))
+    assert crossed == [1, "a", {"a": 2, "b": 1}, (1, 2), {1: [2]}, 0.5]
+    assert [type(v) for v in crossed] == [int, str, dict, tuple, dict, float]
+    assert crossed[0] != 2  # the always-equal int arrived as the 1 it holds
+
+
+@pytest.mark.parametrize("value", [_FakeInt(), object(), b"bytes", 1j, {"k": range(3)}, (x for x in [1])],
+                         ids=repr)
 def test_anything_else_is_refused_by_name(value: object) -> None:
     with pytest.raises(TypeError, match="is not plain data"):
         encode(value)
@@ -179,9 +202,17 @@ def test_a_candidate_that_does_not_load_fails_even_without_a_call(candidate: str
     assert not result.passed and "did not load" in result.error and why in result.error
 
 
-def test_arguments_the_candidate_cannot_receive_are_named() -> None:
+def test_arguments_the_candidate_cannot_receive_are_named_and_fail_the_run_even_if_caught() -> None:
     result = judged("def f(x):\n    return 1\n", "f(lambda: 0)\n", unsafe=True)
     assert not result.passed and "argument the candidate cannot receive" in result.error
+    caught = "try:\n    f(lambda: 0)\nexcept:\n    pass\nassert f(1) == 1\n"  # the judge's refusal is no verdict
+    result = judged("def f(x):\n    return 1\n", caught, unsafe=True)
+    assert not result.passed and "JudgeError" in result.error
+
+
+def test_ints_of_any_size_cross_both_ways() -> None:
+    result = judged("def f(x):\n    return x * 10 ** 6000\n", "assert f(10 ** 5000) == 10 ** 11000\n", unsafe=True)
+    assert result.passed, result.error
 
 
 def test_the_entry_point_must_be_a_name() -> None:

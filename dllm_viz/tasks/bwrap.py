@@ -28,9 +28,12 @@ SANDBOX_UID = SANDBOX_GID = 65534
 # classic layouts; each is a symlink into /usr or a directory bound read-only.
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-# Runs as `python -I -B -c LAUNCHER <uid> <gid> <limits JSON> <program> [<runner> <fd>...]` inside
-# the sandbox; with a runner, `python -I -B -c <runner> <fd>... <program>` runs the program and
-# the fds named (the runner's own channels to the caller) stay open across the launcher.
+# Runs as `python -I -B -S -c LAUNCHER <uid> <gid> <limits JSON> <program> [<runner> <fd>...]` inside
+# the sandbox; with a runner, `python -I -B -S -c <runner> <fd>... <program>` runs the program and
+# the fds named (the runner's own channels to the caller) stay open across the launcher. -S: no site
+# module, so no `.pth` startup hook (which `-I` still runs) executes in a process holding those fds;
+# the interpreter's folders are bound read-only here, but an earlier --unsafe-exec run on the host
+# could have planted one in a virtual environment the user owns.
 LAUNCHER = """\
 import json, os, resource, sys
 keep = sorted(int(fd) for fd in sys.argv[6:])
@@ -47,7 +50,7 @@ if os.getuid() != uid:  # started as the namespace's root (see map_user): become
     os.setresuid(uid, uid, uid)
 for name, value in json.loads(sys.argv[3]).items():
     resource.setrlimit(getattr(resource, name), (value, value))
-runner = ["-c", sys.argv[5], *sys.argv[6:]] if len(sys.argv) > 5 else []
+runner = ["-S", "-c", sys.argv[5], *sys.argv[6:]] if len(sys.argv) > 5 else []
 os.execv(sys.executable, [sys.executable, "-I", "-B", *runner, sys.argv[4]])
 """
 
@@ -121,7 +124,7 @@ def command(
     for name, value in {"PATH": "/usr/bin:/bin", "HOME": WORK_DIR, "TMPDIR": WORK_DIR,
                         "LANG": "C.UTF-8"}.items():
         argv += ["--setenv", name, value]
-    return [*argv, "--", sys.executable, "-I", "-B", "-c", LAUNCHER, str(SANDBOX_UID),
+    return [*argv, "--", sys.executable, "-I", "-B", "-S", "-c", LAUNCHER, str(SANDBOX_UID),
             str(SANDBOX_GID), json.dumps(limits), PROGRAM, *runner]
 
 

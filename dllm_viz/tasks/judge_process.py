@@ -5,7 +5,9 @@ from the tests' state (it can read the runner's frame, patch `AssertionError`, r
 equal to everything, or write the "finished" secret itself). Here the candidate runs in a
 process of its own and is reached only through `candidate(...)` calls whose arguments and
 results cross a pipe as plain data (None, bool, int, float, str, and lists, tuples, dicts, sets
-of them, by exact type), so what the tests compare is always a real value, and the judge is made
+of them, each of its exact type: `encode`), so what the tests compare is always a real value, and
+an argument crosses as a copy (a function judged by how it changes its argument cannot be scored
+here); the judge runs without the site module (no `.pth` startup hook) and is made
 non-dumpable before the candidate starts, so the candidate (the same unprivileged user, without
 capabilities in the sandbox) cannot ptrace it or open its /proc files. The hidden tests and the
 secret reach the judge on an fd that it closes before the candidate starts: the candidate never
@@ -22,15 +24,21 @@ from __future__ import annotations
 
 import builtins
 import json
+import numbers
+import operator
 import os
 import struct
 import sys
+import traceback
 from typing import Any
 
 MAX_MESSAGE_BYTES = 16 << 20  # one call's arguments or one result
 _LENGTH = struct.Struct(">Q")
 _TAGS = ("tuple", "dict", "set", "frozenset")
 _SCALARS = (type(None), bool, int, float, str)
+# Errors a test must not see as the candidate's: raised inside `map`, `filter` or a `for` loop over
+# them, a StopIteration reads as "no more items" (`all(map(f, xs))` holds).
+_CONTROL_FLOW = ("StopIteration", "StopAsyncIteration")
 ENDED = "the candidate's process ended (it exited, was killed, or closed its channel)"
 
 
@@ -39,23 +47,42 @@ class CandidateError(Exception):
 
 
 def encode(value: Any) -> Any:
-    """`value` as JSON-ready data; lists stay lists, the other containers become one-key tagged
-    objects. Types are compared by identity: a subclass (an int whose `__eq__` says yes to all) is refused.
+    """`value` as JSON-ready data; lists stay lists, the other containers become one-key tagged objects.
+
+    What crosses is always a value of an exact plain type. A subclass of one (a Counter, a namedtuple,
+    numpy's float64, an int whose `__eq__` says yes to everything) crosses as its base value, read by
+    the base type's own methods (`int.__int__`, `dict.items`, ...), so no method it overrides survives
+    the crossing; an integral or real number of another type (numpy's int64, a Fraction) crosses as
+    the int or float it converts to. Anything else is refused: the reference HumanEval harness, one
+    interpreter for both, compared whatever the function returned.
 
     Raises:
         TypeError: naming the first value that is not plain data.
     """
-    kind = type(value)
-    if any(kind is plain for plain in _SCALARS):
+    if value is None or type(value) is bool:
         return value
-    if kind is list:
-        return [encode(item) for item in value]
-    if kind is tuple or kind is set or kind is frozenset:
-        return {kind.__name__: [encode(item) for item in value]}
-    if kind is dict:
-        return {"dict": [[encode(key), encode(item)] for key, item in value.items()]}
+    kind = type(value)  # its real type: isinstance would believe a `__class__` property
+    for base, read in _BASES:
+        if issubclass(kind, base):
+            return read(value)
+    if issubclass(kind, numbers.Integral):
+        return int.__int__(operator.index(value))
+    if issubclass(kind, numbers.Real):
+        return float.__float__(float(value))
     raise TypeError(f"a {kind.__module__}.{kind.__qualname__} is not plain data (None, bool, int, float, str, "
                     "or lists, tuples, dicts and sets of them)")
+
+
+_BASES: tuple[tuple[type, Any], ...] = (
+    (int, int.__int__),
+    (float, float.__float__),
+    (str, str.__str__),
+    (list, lambda v: [encode(item) for item in list.__iter__(v)]),
+    (tuple, lambda v: {"tuple": [encode(item) for item in tuple.__iter__(v)]}),
+    (dict, lambda v: {"dict": [[encode(key), encode(item)] for key, item in dict.items(v)]}),
+    (set, lambda v: {"set": [encode(item) for item in set.__iter__(v)]}),
+    (frozenset, lambda v: {"frozenset": [encode(item) for item in frozenset.__iter__(v)]}),
+)
 
 
 def decode(data: Any) -> Any:
@@ -85,7 +112,11 @@ def decode(data: Any) -> Any:
 
 def send(fd: int, message: Any) -> None:
     """`message` (JSON) to `fd`, length first."""
-    data = json.dumps(message).encode()
+    send_bytes(fd, json.dumps(message).encode())
+
+
+def send_bytes(fd: int, data: bytes) -> None:
+    """One message already in JSON to `fd`, length first."""
     if len(data) > MAX_MESSAGE_BYTES:
         raise CandidateError(f"a message of {len(data)} bytes is over the limit of {MAX_MESSAGE_BYTES}")
     view = memoryview(_LENGTH.pack(len(data)) + data)
@@ -119,21 +150,30 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return data
 
 
+class JudgeError(BaseException):
+    """The judge could not do what the tests asked (an argument that cannot cross to the candidate).
+
+    A BaseException, so a test's `except TypeError` cannot take it for the candidate's own error (and a
+    wrong answer pass for a right one); and `refused` below fails the run even if a bare `except` does.
+    """
+
+
 class Candidate:
     """The judged function as the tests see it: each call crosses to the candidate's process."""
 
     def __init__(self, name: str, request_fd: int, reply_fd: int) -> None:
         self.__name__ = self.__qualname__ = name
         self._request_fd, self._reply_fd = request_fd, reply_fd
+        self.refused: str | None = None  # why a call could not be made, once one could not
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            request = {"args": encode(list(args)), "kwargs": encode(kwargs)}
-        except (TypeError, RecursionError) as exc:
-            raise TypeError(f"the tests passed {self.__name__} an argument the candidate cannot receive: {exc}") \
-                from None
+            request = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)}).encode()
+        except (TypeError, ValueError, RecursionError) as exc:
+            self.refused = f"the tests passed {self.__name__} an argument the candidate cannot receive: {exc}"
+            raise JudgeError(self.refused) from None
         try:
-            send(self._request_fd, request)
+            send_bytes(self._request_fd, request)
         except BrokenPipeError:
             raise CandidateError(ENDED) from None
         reply = receive(self._reply_fd)
@@ -149,10 +189,11 @@ class Candidate:
 
 def _raised(error: Any) -> Exception:
     """The candidate's exception as the tests may expect it: the builtin exception class of that
-    name (a test may assert a ValueError), else CandidateError; never anything the candidate defines."""
+    name (a test may assert a ValueError), else CandidateError; never anything the candidate defines,
+    nor an exception that steers the tests' own control flow (StopIteration)."""
     name, message = (error if type(error) is list and len(error) == 2 else ["CandidateError", str(error)])
     kind = getattr(builtins, str(name), None)
-    if not (isinstance(kind, type) and issubclass(kind, Exception)):
+    if not (isinstance(kind, type) and issubclass(kind, Exception)) or name in _CONTROL_FLOW:
         kind = CandidateError
     return kind(f"{message} (raised by the candidate as {name})"[:2000])
 
@@ -183,6 +224,7 @@ def judge(job_fd: int, done_fd: int, program: str) -> None:
     import subprocess
 
     _non_dumpable()
+    sys.set_int_max_str_digits(0)  # an int of any size crosses (json reads ints as decimal text)
     data = b""
     while chunk := os.read(job_fd, 1 << 16):
         data += chunk
@@ -205,10 +247,12 @@ def judge(job_fd: int, done_fd: int, program: str) -> None:
             raise CandidateError(f"the candidate's program did not load: {str(ready)[:2000]}")
         namespace: dict[str, Any] = {"__name__": "__main__"}
         exec(setup, namespace)
-        namespace[entry_point] = Candidate(entry_point, request_w, reply_r)
+        candidate = namespace[entry_point] = Candidate(entry_point, request_w, reply_r)
         exec(tests, namespace)
     finally:
         server.kill()
+    if candidate.refused is not None:  # a test caught the judge's own refusal: no verdict was reached
+        raise JudgeError(candidate.refused)
     os.write(done_fd, secret)
 
 
@@ -218,6 +262,7 @@ def serve(request_fd: int, reply_fd: int, program: str, entry_point: str) -> Non
     Nothing here is guarded against the program: it owns this process, and what it can send the
     judge (any message at all) is checked there.
     """
+    sys.set_int_max_str_digits(0)  # as the judge: a result of any size crosses
     main = type(sys)("__main__")
     main.__file__ = program
     sys.modules["__main__"], sys.argv[:] = main, [program]
@@ -242,15 +287,13 @@ def serve(request_fd: int, reply_fd: int, program: str, entry_point: str) -> Non
             reply = {"error": [type(exc).__name__, str(exc)[:2000]]}
         try:
             send(reply_fd, reply)
-        except CandidateError as exc:  # a result over the size limit: say so rather than vanish
-            send(reply_fd, {"error": [type(exc).__name__, str(exc)]})
+        except (CandidateError, ValueError, RecursionError) as exc:  # over the size limit, say: not vanish
+            send(reply_fd, {"error": [type(exc).__name__, str(exc)[:2000]]})
 
 
 def _report(exc: BaseException) -> None:
     """`exc` as the interpreter would print it, with only the tests' and setup's frames (the
     judge's own say nothing about the code judged)."""
-    import traceback
-
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename in ("<setup>", "<tests>")]
     if frames:
         print("Traceback (most recent call last):", file=sys.stderr)

@@ -42,7 +42,8 @@ PROCESS_LIMIT = 32
 KILL_WAIT_S = 2.0
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 UNSAFE_NOTE = ("code ran WITHOUT the bubblewrap sandbox (--unsafe-exec): it could reach the network, "
-               "read and write your files, and leave processes behind")
+               "read and write your files, and leave processes behind, and a hostile program could forge its "
+               "own score or a later run's")
 
 EARLY_EXIT = ("the program exited before reaching its end (sys.exit, exit(), os._exit or a signal handler before "
               "the tests after it ran), which does not count as passing")
@@ -400,7 +401,7 @@ def _run_unsafe(code: str, *, timeout_s: float, finish: _FinishChannel | None = 
             memory_cgroup.bounded(MEMORY_LIMIT_BYTES) as group:
         script = Path(tmp) / "program.py"
         script.write_text(code, encoding="utf-8", errors="replace")
-        runner = ["-c", *finish.runner_args()] if finish is not None else []
+        runner = ["-S", "-c", *finish.runner_args()] if finish is not None else []  # -S: bwrap.LAUNCHER says why
         procs = str(group.path / "cgroup.procs") if group is not None else None
         proc = subprocess.Popen([sys.executable, "-I", "-B", *runner, str(script)], cwd=tmp, env={},
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
