@@ -14,7 +14,8 @@ secret reach the judge on an fd that it closes before the candidate starts: the 
 sees them.
 
 Runs inside the sandbox with the standard library only (the sandbox binds no project code): its
-source is passed to `python -I -B -c`. As the judge, with the runner's arguments
+source is passed to `python -I -B -S -c` for the judge (bwrap.LAUNCHER) and to `python -I -B -c` for
+the candidate (whose program may import what the interpreter has installed). As the judge, with the runner's arguments
 `<job fd> <done fd> <program path>` (`sandbox.RUNNER`'s contract: the job fd holds the secret,
 a newline and the job as JSON: `entry_point`, `setup`, `tests`); as the candidate,
 `--serve <request fd> <reply fd> <program path> <entry point>`.
