@@ -17,6 +17,8 @@ from dllm_viz.tasks.judge import JudgedProgram, run_judged
 
 NUM_TESTS = 4
 SCORE_TIMEOUT_S = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class _Template:
     """A spec/body pair over argument slots a, b (ints), s (str), xs (list of ints).

@@ -47,10 +47,12 @@ UNSAFE_NOTE = ("code ran WITHOUT the bubblewrap sandbox (--unsafe-exec): it coul
 
 EARLY_EXIT = ("the program exited before reaching its end (sys.exit, exit(), os._exit or a signal handler before "
               "the tests after it ran), which does not count as passing")
-# With must_finish, the program runs as `python -I -B -c RUNNER <nonce fd> <done fd> <program>`: the runner
-# reads a one-time secret from the first fd, runs the program as __main__, and writes the secret to
-# the second fd only once the program's last statement has completed. An exit status of 0 alone
-# (sys.exit(0), os._exit(0), a SystemExit-raising hook before the asserts) is then not a pass.
+# With must_finish, the program runs as `python -I -B -S -c RUNNER <nonce fd> <done fd> <program>`: the
+# runner reads a one-time secret from the first fd, runs the program as __main__, and writes the secret
+# to the second fd only once the program's last statement has completed. An exit status of 0 alone
+# (sys.exit(0), os._exit(0), a SystemExit-raising hook before the asserts) is then not a pass. The
+# program shares the runner's interpreter, so it can still reach the secret: scorers use
+# judge.run_judged, whose runner keeps the tests and the secret in a process the program cannot reach.
 RUNNER = """\
 import os, sys
 def run():
