@@ -14,6 +14,7 @@ import textwrap
 import uuid
 
 import pytest
+from test_sandbox_escape import MODES, needs_bwrap
 
 from dllm_viz.tasks import judge_process
 from dllm_viz.tasks.base import Problem
@@ -21,16 +22,16 @@ from dllm_viz.tasks.code import CodeTask
 from dllm_viz.tasks.humaneval import HumanEvalTask
 from dllm_viz.tasks.judge import JudgedProgram, run_judged
 from dllm_viz.tasks.judge_process import CandidateError, decode, encode, receive, send
-from dllm_viz.tasks.sandbox import unavailable_reason, unsafe_exec
-
-needs_bwrap = pytest.mark.skipif(unavailable_reason() is not None,
-                                 reason=f"bubblewrap unusable here: {unavailable_reason()}")
-MODES = [pytest.param(False, id="bwrap", marks=needs_bwrap), pytest.param(True, id="unsafe")]
+from dllm_viz.tasks.sandbox import SandboxResult, unsafe_exec
 
 
-def judged(candidate: str, tests: str, *, entry_point: str = "f", setup: str = "", unsafe: bool = False):
-    return run_judged(JudgedProgram(textwrap.dedent(candidate), entry_point, textwrap.dedent(tests),
-                                    textwrap.dedent(setup)), unsafe=unsafe)
+def judged(candidate: str, tests: str, *, entry_point: str = "f", setup: str = "", unsafe: bool = False,
+           timeout_s: float = 5.0) -> SandboxResult:
+    """`tests` run against `candidate` (both dedented) by the real judge; also tests/test_judge_attacks.py's."""
+    result = run_judged(JudgedProgram(textwrap.dedent(candidate), entry_point, textwrap.dedent(tests),
+                                      textwrap.dedent(setup)), unsafe=unsafe, timeout_s=timeout_s)
+    assert isinstance(result, SandboxResult)  # never an exception out of the evaluator
+    return result
 
 
 # ---------------------------------------------------------------- plain data, exactly

@@ -19,24 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_judge import MODES, judged, needs_bwrap
 
 from dllm_viz.tasks.base import Problem
 from dllm_viz.tasks.humaneval import HumanEvalTask
-from dllm_viz.tasks.judge import JudgedProgram, run_judged
-from dllm_viz.tasks.sandbox import SandboxResult, unavailable_reason
-
-needs_bwrap = pytest.mark.skipif(unavailable_reason() is not None,
-                                 reason=f"bubblewrap unusable here: {unavailable_reason()}")
-MODES = [pytest.param(False, id="bwrap", marks=needs_bwrap), pytest.param(True, id="unsafe")]
-
-
-def judged(candidate: str, tests: str, *, setup: str = "", unsafe: bool = False,
-           timeout_s: float = 5.0) -> SandboxResult:
-    result = run_judged(JudgedProgram(textwrap.dedent(candidate), "f", textwrap.dedent(tests), textwrap.dedent(setup)),
-                        timeout_s=timeout_s, unsafe=unsafe)
-    assert isinstance(result, SandboxResult)
-    return result
-
+from dllm_viz.tasks.sandbox import unavailable_reason
 
 # The candidate's own ends of its channel, found from its command line (`--serve <request> <reply> ...`),
 # and a way to write raw frames there, bypassing the serve loop's own encoding.

@@ -29,6 +29,19 @@ LINE_RE = re.compile(r"^(\d+) ([-+*/]) (\d+) = (\d+)$")
 FAMILIES = [name for name, _ in HARD_FAMILIES]
 
 
+def checked_chain(target: str) -> list[tuple[str, str, str, str]]:
+    """The worked lines (left, op, right, result) of a chain's target, each asserted right, each
+    starting from the result above, and the last result the `####` answer."""
+    *lines, final = target.split("\n")
+    worked = [LINE_RE.match(line).groups() for line in lines]  # type: ignore[union-attr]
+    for i, (left, op, right, result) in enumerate(worked):
+        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
+        if i:
+            assert int(left) == int(worked[i - 1][3])  # every line starts from the result above
+    assert final == f"#### {worked[-1][3]}"
+    return worked
+
+
 @pytest.mark.parametrize("name", [*FAMILIES, "hard"])
 def test_every_family_is_deterministic_held_out_by_content_and_solved_by_its_target(name: str) -> None:
     task = get_task(name)
@@ -73,20 +86,10 @@ def test_long_chains_are_twenty_to_twenty_four_dependent_lines(seed: int) -> Non
     from dllm_viz.tasks.hard import LONG_PROMPT
 
     (problem,) = get_task("hard/long").generate(1, seed=seed, split="train")
-    *lines, final = problem.target.split("\n")
+    lines = checked_chain(problem.target)
     assert 20 <= len(lines) <= 24 and problem.task == "hard/long"
-    previous = None
-    operations = []
-    for line in lines:
-        left, op, right, result = LINE_RE.match(line).groups()  # type: ignore[union-attr]
-        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
-        if previous is not None:
-            assert int(left) == previous
-            operations.append(f"{op} {right}")
-        else:
-            operations.append(f"{left} {op} {right}")
-        previous = int(result)
-    assert final == f"#### {previous}" and problem.prompt == LONG_PROMPT.format(expression=" ".join(operations))
+    (left, *_), operations = lines[0], [f"{op} {right}" for _, op, right, _ in lines]
+    assert problem.prompt == LONG_PROMPT.format(expression=" ".join([f"{left} {operations[0]}", *operations[1:]]))
 
 
 def test_long_answers_fill_a_256_token_canvas_and_fit_it() -> None:
@@ -111,16 +114,7 @@ def test_long_chain_knobs_out_of_range_are_named(kwargs: dict[str, int], message
 @given(seed=st.integers(0, 10_000))
 def test_chains_are_five_to_twelve_dependent_lines(seed: int) -> None:
     (problem,) = ChainTask().generate(1, seed=seed, split="train")
-    *lines, final = problem.target.split("\n")
-    assert 5 <= len(lines) <= 12
-    previous = None
-    for line in lines:
-        left, op, right, result = LINE_RE.match(line).groups()  # type: ignore[union-attr]
-        assert eval(f"{left} {op.replace('/', '//')} {right}") == int(result)
-        if previous is not None:
-            assert int(left) == previous  # every line starts from the result above
-        previous = int(result)
-    assert final == f"#### {previous}" and problem.task == "hard/chain"
+    assert 5 <= len(checked_chain(problem.target)) <= 12 and problem.task == "hard/chain"
 
 
 def test_breadth_problems_have_several_valid_forms_that_all_score() -> None:
