@@ -157,6 +157,9 @@ def remasking_steps() -> int:
     return GEN  # one token a step always splits
 
 
+REMASKING_STEPS = remasking_steps()  # chapter 3 decodes with it, and the block-model notes quote it
+
+
 def first_steps(count: int) -> Trace | None:
     """The trace after `count` forward passes of the threshold rule (0 = the initial canvas)."""
     return example(in_model_blocks("threshold", GEN), count)
@@ -185,7 +188,7 @@ def try_it(label: str, **query: object) -> None:
 
 st.markdown(linked(CHAPTERS[chapter]))
 if OWN_BLOCK is not None and chapter in BLOCK_MODEL_NOTES:  # what the example changed on this model, and why
-    st.caption(BLOCK_MODEL_NOTES[chapter].format(block=OWN_BLOCK, gen=GEN, steps=remasking_steps()))
+    st.caption(BLOCK_MODEL_NOTES[chapter].format(block=OWN_BLOCK, gen=GEN, steps=REMASKING_STEPS))
 if not chapter.startswith("5"):  # chapter 5 lets the reader pick the example
     st.caption(f"Example prompt: {PROMPT}")
 if chapter.startswith("1"):
@@ -198,7 +201,7 @@ elif chapter.startswith("2"):
         live_chart(figures.confidence_heatmap(trace), key="learn_conf")
     try_it("press Step", rule="threshold", block_length=GEN)
 elif chapter.startswith("3"):
-    steps = remasking_steps()
+    steps = REMASKING_STEPS
     if (trace := example(in_model_blocks("fixed_steps", GEN, steps=steps))) is not None:
         live_chart(figures.commit_order_heatmap(trace, tokens_per_row=16), key="learn_order")
         if (position := figures.most_revised_position(trace)) is not None:
