@@ -511,6 +511,7 @@ class TestBadInputHunt:
         (["train-controller", "--gen-length", "16", "--block-length", "5"], "must divide `gen_length`"),
         (["train-controller", "--out", "OUT/a.txt"], "name it e.g. 'OUT/a.safetensors'"),
         (["diagnose", "--seed", "-1", "--list-n", "0"], "the masking seed must be >= 0, got -1"),
+        (["diagnose", "--lines-n", "-1"], "`--lines-n` must be >= 0 (0: no by-line table), got -1"),
     ])
     def test_refused_before_the_model_loads(self, argv: list[str], needle: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from dllm_viz.train.diagnose import (
     EOS_TAIL,
     binding_accuracy,
     format_binding,
+    format_lines,
     format_onehop,
     format_table,
+    line_accuracy,
     onehop_accuracy,
     role_accuracy,
     token_roles,
@@ -95,11 +98,59 @@ def test_binding_counts_last_names_an_oracle_gets_and_a_copier_misses(
     assert all(r.bound[0] == r.eliminable[0] == 0 for r in binding_accuracy(adapter, problems))
 
 
+def test_the_by_line_table_finds_the_line_where_a_model_starts_to_fail(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    adapter = load(str(tiny_dir), device="cpu")
+    problems = heldout_problems("hard/long", 2) + heldout_problems("hard/chain", 2)
+    vocab, eos, mask = adapter.info.vocab_size, adapter.info.eos_token_id, adapter.info.mask_token_id
+    truth, line_five = {}, {}
+    for p in problems:
+        key = tuple(adapter.encode_prompt(p.prompt))
+        truth[key] = token_roles(adapter, p.target)[0] + [eos] * EOS_TAIL
+        fifth = [i for i, c in enumerate(p.target) if c == "\n"][3] + 1  # where line 5 starts, in characters
+        offsets = adapter.tokenizer(p.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        line_five[key] = next(i for i, (start, _) in enumerate(offsets) if start >= fifth)
+
+    def oracle(*, fails_from_line_five: bool) -> Callable[..., torch.Tensor]:
+        """Right on every position, or right before line 5 and [MASK] from there on."""
+        def logits(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+            key = next(key for key in truth if tuple(tokens[: len(key)].tolist()) == key)
+            out = list(truth[key])
+            if fails_from_line_five:
+                out[line_five[key]:] = [mask] * (len(out) - line_five[key])
+            return torch.nn.functional.one_hot(torch.tensor(out), vocab).float()
+        return logits
+
+    monkeypatch.setattr(adapter, "logits", oracle(fails_from_line_five=False))
+    rows = line_accuracy(adapter, problems)
+    assert [r.task for r in rows][:1] == ["hard/long"] and {r.task for r in rows} == {"hard/long", "hard/chain"}
+    long_rows = [r for r in rows if r.task == "hard/long"]
+    assert [(r.first, r.last) for r in long_rows[:3]] == [(1, 4), (5, 8), (9, 12)]
+    lines = sum(p.target.count("\n") for p in problems)  # worked lines: every line but "#### n"
+    assert sum(r.operation[1] for r in rows) == sum(r.result[1] for r in rows) == lines
+    assert all(r.operation[0] == r.operation[1] and r.result[0] == r.result[1] for r in rows)
+    table = format_lines(rows)
+    assert "| hard/long operation | 1.00 (8) |" in table and "| by line, lines above given | 1-4 | 5-8 |" in table
+
+    monkeypatch.setattr(adapter, "logits", oracle(fails_from_line_five=True))
+    rows = line_accuracy(adapter, problems)
+    assert all(r.operation[0] == r.operation[1] and r.result[0] == r.result[1] for r in rows if r.first == 1)
+    assert all(r.operation[0] == 0 and r.result[0] == 0 for r in rows if r.first > 1)
+    assert sum(r.first > 1 for r in rows) >= 6  # the long chains reach line 20
+    by_two = line_accuracy(adapter, problems, band=2)
+    long_by_two = [(r.first, r.operation[0] > 0) for r in by_two if r.task == "hard/long"]
+    assert long_by_two[:3] == [(1, True), (3, True), (5, False)]
+    with pytest.raises(ValueError, match="band"):
+        line_accuracy(adapter, problems, band=0)
+
+
 def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5",
-                 "--list-n", "1"]) == 0
+                 "--list-n", "1", "--lines-n", "1"]) == 0
     out = capsys.readouterr().out
     assert "| list operation | last name by elimination | by binding |" in out and "| shuffle |" in out
     assert out.startswith("| masked |") and "| carry |" in out and "| 0.5 |" in out
     assert "| one-hop result |" in out and "| all |" in out and "| drill result |" in out
     assert "| carried lines |" in out and "| chained drill, carried lines |" in out
+    assert "| hard/chain operation |" in out and "| hard/long result |" in out and "| 21-24 |" in out

@@ -10,6 +10,7 @@ from dllm_viz.cli.options import add_model_options, load_model
 
 DRILL_SEED = 777  # fresh drills; training draws its drill seeds from a per-step RNG
 CHAINED_DRILL_OPS = 4
+LINE_TASKS = ("hard/chain", "hard/long")  # the depth families the by-line table measures
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list-n", type=int, default=30,
                         help="held-out problems per ParallelBench list operation for the binding table "
                              "(default 30; 0 leaves the table out)")
+    parser.add_argument("--lines-n", type=int, default=20,
+                        help="held-out problems of each of hard/chain and hard/long for the by-line table "
+                             "(default 20; 0 leaves the table out)")
     add_model_options(parser)
     parser.set_defaults(func=run)
 
@@ -59,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"`--n` must be >= 1, got {args.n}")
     if args.list_n < 0:
         raise ValueError(f"`--list-n` must be >= 0 (0: no binding table), got {args.list_n}")
+    if args.lines_n < 0:
+        raise ValueError(f"`--lines-n` must be >= 0 (0: no by-line table), got {args.lines_n}")
     adapter = load_model(args)
     problems = heldout_problems("arith", args.n)
     if len(problems) < args.n:  # said, as bench and eval say a short set: the tables' counts are not --n's
@@ -85,4 +91,10 @@ def run(args: argparse.Namespace) -> int:
         lists = [p for op in LIST_OPS for p in heldout_problems(f"parallelbench/{op}", args.list_n)]
         print()
         print(format_binding(binding_accuracy(adapter, lists)))
+    if args.lines_n:
+        from dllm_viz.train.diagnose import format_lines, line_accuracy
+
+        chains = [p for task in LINE_TASKS for p in heldout_problems(task, args.lines_n)]
+        print()
+        print(format_lines(line_accuracy(adapter, chains)))
     return 0

@@ -20,7 +20,7 @@ the model found its first name in the prompt (binding), or because it is the one
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -132,6 +132,43 @@ class OneHopAccuracy:
         return self.correct / self.total if self.total else float("nan")
 
 
+@dataclass(frozen=True)
+class WorkedLine:
+    """Line `index` (0-based) of a worked solution, as token positions of its tokenized answer."""
+
+    problem: Problem
+    prompt: list[int]
+    answer: list[int]
+    index: int
+    text: str
+    positions: list[int]  # this line's answer positions, in order
+    roles: list[str]  # the role of each of `positions`
+
+
+def worked_lines(adapter: ModelAdapter, problems: Sequence[Problem]) -> Iterator[WorkedLine]:
+    """Every worked line (`a op b = c`) of `problems`' solutions, in order; the final answer line and
+    any line of another form are left out."""
+    layouts = answer_layouts(adapter.tokenizer, problems)
+    for problem, layout in zip(problems, layouts, strict=True):
+        prompt = adapter.encode_prompt(problem.prompt)
+        answer, roles = token_roles(adapter, problem.target)
+        for k, line in enumerate(problem.target.split("\n")[:-1]):
+            on_line = [i for i, index in enumerate(layout.line) if index == k]
+            if any(roles[i] == "result" for i in on_line):
+                yield WorkedLine(problem, prompt, answer, k, line, on_line, [roles[i] for i in on_line])
+
+
+def _exact_when_masked(adapter: ModelAdapter, line: WorkedLine, visible_to: int, scored: Sequence[int]) -> bool:
+    """Whether the one-pass argmax writes all of `scored` right when the answer is visible before
+    position `visible_to` except `scored`, masked from there on (an EOS tail too)."""
+    mask = adapter.info.mask_token_id
+    canvas = line.answer[:visible_to] + [mask] * (len(line.answer) - visible_to + EOS_TAIL)
+    for i in scored:
+        canvas[i] = mask
+    predicted = adapter.logits(torch.tensor(line.prompt + canvas), last=len(canvas)).argmax(dim=-1)
+    return all(int(predicted[i]) == line.answer[i] for i in scored)
+
+
 @torch.no_grad()
 def onehop_accuracy(
     adapter: ModelAdapter, problems: Sequence[Problem], *, from_line: int = 0
@@ -144,29 +181,66 @@ def onehop_accuracy(
     is the line above's result rather than a number of the prompt.
     Returns one row per operator, in `+ - * /` order, plus an "all" row.
     """
-    mask = adapter.info.mask_token_id
     tally: dict[str, list[int]] = {op: [0, 0] for op in "+-*/"}
-    layouts = answer_layouts(adapter.tokenizer, problems)
-    for problem, layout in zip(problems, layouts, strict=True):
-        prompt = adapter.encode_prompt(problem.prompt)
-        answer, roles = token_roles(adapter, problem.target)
-        for k, line in enumerate(problem.target.split("\n")[:-1]):
-            if k < from_line:
-                continue
-            on_line = [i for i, index in enumerate(layout.line) if index == k]
-            result = [i for i in on_line if roles[i] == "result"]
-            if not result:
-                continue
-            end = on_line[-1] + 1
-            canvas = answer[:end] + [mask] * (len(answer) - end + EOS_TAIL)
-            for i in result:
-                canvas[i] = mask
-            predicted = adapter.logits(torch.tensor(prompt + canvas), last=len(canvas)).argmax(dim=-1)
-            op = line.split(" ")[1]
-            tally[op][0] += int(all(int(predicted[i]) == answer[i] for i in result))
-            tally[op][1] += 1
+    for line in worked_lines(adapter, problems):
+        if line.index < from_line:
+            continue
+        result = [i for i, role in zip(line.positions, line.roles, strict=True) if role == "result"]
+        op = line.text.split(" ")[1]
+        tally[op][0] += _exact_when_masked(adapter, line, line.positions[-1] + 1, result)
+        tally[op][1] += 1
     rows = [OneHopAccuracy(op, c, n) for op, (c, n) in tally.items() if n]
     return [*rows, OneHopAccuracy("all", sum(r.correct for r in rows), sum(r.total for r in rows))]
+
+
+@dataclass(frozen=True)
+class LineAccuracy:
+    """Worked lines numbered `first`..`last` (1-based) of one task written right in one pass, two ways.
+
+    `operation`: the lines above visible, this line and everything after masked; its operator and
+    operand, which are copied from the prompt's expression at this line's place, right.
+    `result`: the lines above and this line's operands visible; its result right (the one-hop state).
+    Each is (correct, total) over lines.
+    """
+
+    task: str
+    first: int
+    last: int
+    operation: tuple[int, int]
+    result: tuple[int, int]
+
+
+LINE_BAND = 4  # worked lines per column of the by-line table
+
+
+@torch.no_grad()
+def line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *, band: int = LINE_BAND) -> list[LineAccuracy]:
+    """Per task and per band of `band` line numbers, worked lines whose operation and whose result
+    the model writes right in one pass with the lines above given (`LineAccuracy`).
+
+    Why: on long chains (hard/long, 20-24 lines) a decoder that gets the first lines right can still
+    fail late, and whole-problem accuracy on a few problems cannot say where or why. Session 35's
+    pilot went wrong from about the 15th line by taking an operand from the wrong place in the
+    expression; this table measures that per line depth, on every line of every problem, with the
+    lines above given so that one early slip does not hide every later line.
+    Rows come in the order the tasks first appear, bands in line order.
+
+    Raises:
+        ValueError: `band` < 1.
+    """
+    if band < 1:
+        raise ValueError(f"`band` must be >= 1 line, got {band}")
+    tally: dict[tuple[str, int], list[int]] = {}  # (task, band index) -> operation right, result right, lines
+    for line in worked_lines(adapter, problems):
+        copied = [i for i, role in zip(line.positions, line.roles, strict=True) if role in ("op", "operand")]
+        result = [i for i, role in zip(line.positions, line.roles, strict=True) if role == "result"]
+        counts = tally.setdefault((line.problem.task, line.index // band), [0, 0, 0])
+        counts[0] += _exact_when_masked(adapter, line, line.positions[0], copied)
+        counts[1] += _exact_when_masked(adapter, line, line.positions[-1] + 1, result)
+        counts[2] += 1
+    order = {task: n for n, task in enumerate(dict.fromkeys(task for task, _ in tally))}
+    return [LineAccuracy(task, b * band + 1, (b + 1) * band, (c[0], c[2]), (c[1], c[2]))
+            for (task, b), c in sorted(tally.items(), key=lambda item: (order[item[0][0]], item[0][1]))]
 
 
 @dataclass(frozen=True)
@@ -224,6 +298,20 @@ def format_binding(rows: Sequence[BindingAccuracy]) -> str:
 
     lines = ["| list operation | last name by elimination | by binding |", "|---|---|---|"]
     return "\n".join([*lines, *(f"| {r.op} | {cell(r.eliminable)} | {cell(r.bound)} |" for r in rows)])
+
+
+def format_lines(rows: Sequence[LineAccuracy]) -> str:
+    """Markdown table: two rows per task (operation, result), one column per band of line numbers."""
+    bands = sorted({(r.first, r.last) for r in rows})
+    cell = {(r.task, r.first): r for r in rows}
+    lines = ["| by line, lines above given | " + " | ".join(f"{a}-{b}" for a, b in bands) + " |",
+             "|---|" + "---|" * len(bands)]
+    for task in dict.fromkeys(r.task for r in rows):
+        for name in ("operation", "result"):
+            counts = [getattr(cell[task, a], name) if (task, a) in cell else None for a, _ in bands]
+            lines.append(f"| {task} {name} | "
+                         + " | ".join("-" if c is None else f"{c[0] / c[1]:.2f} ({c[1]})" for c in counts) + " |")
+    return "\n".join(lines)
 
 
 def format_onehop(rows: Sequence[OneHopAccuracy], label: str = "one-hop result") -> str:
