@@ -14,7 +14,8 @@ earlier lines decoded, the line's operands visible, its result and every later l
 
 `binding_accuracy` asks the same of ParallelBench's list answers: is a last name written because
 the model found its first name in the prompt (binding), or because it is the one last name left
-(elimination)?
+(elimination)? `line_accuracy` asks it by line number on long chains: how far down a solution the
+model still reads each line's operation from the prompt and computes its result.
 """
 
 from __future__ import annotations
@@ -198,7 +199,8 @@ class LineAccuracy:
     """Worked lines numbered `first`..`last` (1-based) of one task written right in one pass, two ways.
 
     `operation`: the lines above visible, this line and everything after masked; its operator and
-    operand, which are copied from the prompt's expression at this line's place, right.
+    operand right, which are read from the prompt at this line's place (hard/long: the expression's
+    next operation; hard/chain: the story's next sentence).
     `result`: the lines above and this line's operands visible; its result right (the one-hop state).
     Each is (correct, total) over lines.
     """
