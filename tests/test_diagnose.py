@@ -143,6 +143,8 @@ def test_the_by_line_table_finds_the_line_where_a_model_starts_to_fail(
     assert long_by_two[:3] == [(1, True), (3, True), (5, False)]
     with pytest.raises(ValueError, match="band"):
         line_accuracy(adapter, problems, band=0)
+    assert line_accuracy(adapter, []) == []  # a held-out set with no chains: an empty table, no IndexError
+    assert "no worked lines" in format_lines([])
 
 
 def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -100,7 +100,10 @@ def _units(problem: Problem) -> tuple[list[int], set[int]]:
 
 
 def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Problem]) -> list[AnswerLayout]:
-    """The AnswerLayout of each problem's target, tokenized exactly as `encode_pairs` does."""
+    """The AnswerLayout of each problem's target, tokenized exactly as `encode_pairs` does (none for
+    no problems: the fast tokenizer raises IndexError on an empty batch)."""
+    if not problems:
+        return []
     encoded = tokenizer([p.target for p in problems], add_special_tokens=False, return_offsets_mapping=True)
     out = []
     for problem, offsets in zip(problems, encoded["offset_mapping"], strict=True):

@@ -304,6 +304,8 @@ def format_binding(rows: Sequence[BindingAccuracy]) -> str:
 
 def format_lines(rows: Sequence[LineAccuracy]) -> str:
     """Markdown table: two rows per task (operation, result), one column per band of line numbers."""
+    if not rows:
+        return "| by line, lines above given | no worked lines |\n|---|---|"
     bands = sorted({(r.first, r.last) for r in rows})
     cell = {(r.task, r.first): r for r in rows}
     lines = ["| by line, lines above given | " + " | ".join(f"{a}-{b}" for a, b in bands) + " |",
