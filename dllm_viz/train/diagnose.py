@@ -159,15 +159,23 @@ def worked_lines(adapter: ModelAdapter, problems: Sequence[Problem]) -> Iterator
                 yield WorkedLine(problem, prompt, answer, k, line, on_line, [roles[i] for i in on_line])
 
 
+def _right_when_masked(adapter: ModelAdapter, prompt: list[int], canvas: list[int], masked: Sequence[int],
+                      scored: Sequence[int] | None = None) -> int:
+    """How many of the `scored` positions of `canvas` (default: the `masked` ones) the model's one-pass
+    argmax gets right with the `masked` positions masked."""
+    tokens = list(canvas)
+    for i in masked:
+        tokens[i] = adapter.info.mask_token_id
+    predicted = adapter.logits(torch.tensor(prompt + tokens), last=len(tokens)).argmax(dim=-1)
+    return sum(int(predicted[i]) == canvas[i] for i in (masked if scored is None else scored))
+
+
 def _exact_when_masked(adapter: ModelAdapter, line: WorkedLine, visible_to: int, scored: Sequence[int]) -> bool:
     """Whether the one-pass argmax writes all of `scored` right when the answer is visible before
     position `visible_to` except `scored`, masked from there on (an EOS tail too)."""
-    mask = adapter.info.mask_token_id
-    canvas = line.answer[:visible_to] + [mask] * (len(line.answer) - visible_to + EOS_TAIL)
-    for i in scored:
-        canvas[i] = mask
-    predicted = adapter.logits(torch.tensor(line.prompt + canvas), last=len(canvas)).argmax(dim=-1)
-    return all(int(predicted[i]) == line.answer[i] for i in scored)
+    canvas = line.answer + [adapter.info.eos_token_id] * EOS_TAIL
+    masked = [*scored, *range(visible_to, len(canvas))]
+    return _right_when_masked(adapter, line.prompt, canvas, masked, scored) == len(scored)
 
 
 @torch.no_grad()
@@ -232,17 +240,16 @@ def line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *, band: i
     """
     if band < 1:
         raise ValueError(f"`band` must be >= 1 line, got {band}")
-    tally: dict[tuple[str, int], list[int]] = {}  # (task, band index) -> operation right, result right, lines
+    tally: dict[str, dict[int, list[int]]] = {}  # task -> band index -> operation right, result right, lines
     for line in worked_lines(adapter, problems):
         copied = [i for i, role in zip(line.positions, line.roles, strict=True) if role in ("op", "operand")]
         result = [i for i, role in zip(line.positions, line.roles, strict=True) if role == "result"]
-        counts = tally.setdefault((line.problem.task, line.index // band), [0, 0, 0])
+        counts = tally.setdefault(line.problem.task, {}).setdefault(line.index // band, [0, 0, 0])
         counts[0] += _exact_when_masked(adapter, line, line.positions[0], copied)
         counts[1] += _exact_when_masked(adapter, line, line.positions[-1] + 1, result)
         counts[2] += 1
-    order = {task: n for n, task in enumerate(dict.fromkeys(task for task, _ in tally))}
     return [LineAccuracy(task, b * band + 1, (b + 1) * band, (c[0], c[2]), (c[1], c[2]))
-            for (task, b), c in sorted(tally.items(), key=lambda item: (order[item[0][0]], item[0][1]))]
+            for task, bands in tally.items() for b, c in sorted(bands.items())]
 
 
 @dataclass(frozen=True)
@@ -282,15 +289,6 @@ def binding_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list
         counts[1] += _right_when_masked(adapter, prompt, canvas, last_names)
         counts[2] += len(last_names)
     return [BindingAccuracy(op, (c[0], c[2]), (c[1], c[2])) for op, c in tally.items()]
-
-
-def _right_when_masked(adapter: ModelAdapter, prompt: list[int], canvas: list[int], masked: Sequence[int]) -> int:
-    """How many of the `masked` positions of `canvas` the model's one-pass argmax gets right."""
-    tokens = list(canvas)
-    for i in masked:
-        tokens[i] = adapter.info.mask_token_id
-    predicted = adapter.logits(torch.tensor(prompt + tokens), last=len(tokens)).argmax(dim=-1)
-    return sum(int(predicted[i]) == canvas[i] for i in masked)
 
 
 def format_binding(rows: Sequence[BindingAccuracy]) -> str:
