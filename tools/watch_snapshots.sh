@@ -40,7 +40,7 @@ measure() {  # $1: a snapshot directory
   touch "$watch/$name.done"
   {
     echo "== $name $(date -u +%H:%M)"
-    grep -E '^\| (by line|hard/long)' "$watch/$name.lines"
+    grep -E '^\| (by line|hard/)' "$watch/$name.lines" || true  # the story chains' rows warn of what a stage loses
     if [ "$n_long" -gt 0 ]; then
       grep -E '^ +accuracy|^(dense|threshold) ' "$watch/$name.log" | cut -c1-90 || tail -3 "$watch/$name.log"
     fi
@@ -50,7 +50,7 @@ measure() {  # $1: a snapshot directory
 while true; do
   running=0
   kill -0 "$train_pid" 2> /dev/null && running=1
-  for snap in $(ls -d "$run_dir"/snapshots/step_* 2> /dev/null | sort -t_ -k2 -n); do
+  for snap in $(ls -d "$run_dir"/snapshots/step_* 2> /dev/null | sort -V); do
     [ -f "$watch/$(basename "$snap").done" ] && continue  # an export appears whole (renamed into place)
     measure "$snap"
   done
