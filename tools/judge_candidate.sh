@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Judge a CPU stage's snapshot against the candidate it continued, on the two chain sets that decide
+# whether it replaces training/hard_export, problem by problem.
+#
+# Why: sessions 37 and 38 ran the same benches by hand after each stage, ~45 minutes of typing
+# and waiting: the story chains dense (hard/chain 0-49: their accuracy swings by 8 problems between
+# snapshots 1,000 steps apart) and the long chains dense and under threshold 0.9 (hard/long 0-63:
+# 32 problems could not tell a halving from noise), for the snapshot AND for the starting model, then
+# tools/merge_bench.py and tools/compare_models.py. The benches are deterministic (session 38's rerun
+# of step 85000 reproduced session 37's rows exactly), so the starting model's rows are committed
+# beside it (BASE_ROWS, default BASE/bench) and a run only decodes what is not there yet: the
+# snapshot's rows, and the base's once after the candidate changes.
+#
+#   bash tools/judge_candidate.sh runs/s39/big/snapshots/step_87000 runs/s39/judge_87000
+#
+# Two lanes (both cores, one torch thread each): nothing else should run beside it, a training
+# run least of all (docs/TESTBED.md, "give one run both cores"). ~11 minutes for a snapshot whose base
+# rows exist (problems split into shards of 25 chains / 16 long ones). Writes OUT/{chain,long}.csv and
+# .summary and OUT/judge.txt (both summaries and the paired comparison, printed at the end); a set
+# whose merged csv exists is not decoded again, and a shard cut short continues from its rows
+# (`bench --resume`), so after an interruption the same command carries on.
+# A dry run checks the plumbing in ~3 minutes (one lane, two problems a set, the bundled model judged
+# against the candidate, rows kept out of the repository):
+#   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
+# Knobs (environment): BASE (default training/hard_export), BASE_ROWS, N_CHAIN (default 50), N_LONG
+# (default 64), LANES (default 2).
+set -euo pipefail
+candidate=${1:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
+out=${2:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
+cd "$(dirname "$0")/.."
+BASE=${BASE:-training/hard_export}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
+N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
+export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+for model in "$BASE" "$candidate"; do
+  [[ -f $model/model.safetensors ]] || { echo "judge_candidate: $model holds no model.safetensors" >&2; exit 2; }
+done
+mkdir -p "$out" "$BASE_ROWS"
+
+# The options of one set: task, problems, policies (the same for both models and every shard).
+set_options() {  # $1: chain | long
+  case $1 in
+    chain) echo "--tasks hard/chain --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
+    long) echo "--tasks hard/long --policies dense,threshold --gen-length 256 --block-length 32 --threads 1" ;;
+  esac
+}
+set_size() { case $1 in chain) echo "$N_CHAIN 25" ;; long) echo "$N_LONG 16" ;; esac; }  # problems, shard
+
+# Every shard not yet merged, one line of `bench` arguments each, for the lanes below.
+job_list=$(mktemp); trap 'rm -f "$job_list"' EXIT
+for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
+  model=${pair%%:*} dir=${pair#*:}
+  for set in chain long; do
+    [[ -f $dir/$set.csv ]] && continue
+    read -r n shard <<< "$(set_size $set)"
+    mkdir -p "$dir/parts"
+    for ((skip = 0; skip < n; skip += shard)); do
+      size=$(( n - skip < shard ? n - skip : shard )) part="$dir/parts/${set}_$skip.csv"
+      resume=""; [[ -f $part ]] && resume=" --resume"  # no trailing blank: xargs -L would join the next line
+      echo "--model $model $(set_options $set) --skip $skip --n $size --out $part$resume" >> "$job_list"
+    done
+  done
+done
+if [[ -s $job_list ]]; then
+  echo "judge_candidate: $(wc -l < "$job_list") shards on $LANES lanes ($(date -u +%H:%M))"
+  # shellcheck disable=SC2086  # each line is split into bench's arguments on purpose
+  xargs -P "$LANES" -L 1 sh -c 'python -m dllm_viz bench "$@" > "${0%.csv}.log" 2>&1 || echo "bench failed: ${0%.csv}.log" >&2' \
+    < <(awk '{ for (i = 1; i <= NF; i++) if ($i == "--out") print $(i + 1), $0 }' "$job_list")
+fi
+
+# Merge each set's shards (in problem order) and print its summary from the rows (no decoding).
+for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
+  model=${pair%%:*} dir=${pair#*:}
+  for set in chain long; do
+    read -r n shard <<< "$(set_size $set)"
+    if [[ ! -f $dir/$set.csv ]]; then
+      parts=(); for ((skip = 0; skip < n; skip += shard)); do parts+=("$dir/parts/${set}_$skip.csv"); done
+      python tools/merge_bench.py "${parts[@]}" --out "$dir/$set.csv"
+      for part in "${parts[@]}"; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
+      rmdir "$dir/parts" 2> /dev/null || true  # the merged file holds every row (the base's is committed)
+    fi
+    # shellcheck disable=SC2046
+    python -m dllm_viz bench --model "$model" $(set_options $set) --skip 0 --n "$n" --out "$dir/$set.csv" --resume \
+      2>&1 | grep -v '^\[bench\]\|^resuming' > "$dir/$set.summary"
+  done
+done
+
+{
+  for set in chain long; do
+    echo "== $set: base $BASE"; cat "$BASE_ROWS/$set.summary"
+    echo "== $set: candidate $candidate"; cat "$out/$set.summary"
+    python tools/compare_models.py "$BASE_ROWS/$set.csv" "$out/$set.csv" --names base candidate
+  done
+} > "$out/judge.txt" 2>&1
+cat "$out/judge.txt"
