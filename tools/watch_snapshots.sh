@@ -4,7 +4,9 @@
 # Why: a CPU stage on the long chains (hard/long) runs for hours in the background, and its held-out
 # score says nothing about them (hard/long is outside the mix), so each snapshot is measured on them:
 # `diagnose`'s by-line table (how far down a chain each line's operation and result are still right,
-# the lines above given: a low-noise signal on every line of 20 problems) and a dense + threshold 0.9
+# the lines above given: a low-noise signal on every line of 20 problems, though one pass with the lines
+# above given can rank two snapshots opposite to their whole decodes, as session 39's did on the story
+# chains; tools/judge_candidate.sh decides) and a dense + threshold 0.9
 # bench of N_LONG problems at gen 256, blocks of 32 (accuracy and passes, BENCHMARKS.md's table). One
 # thread. Beside a two-thread training run on two cores it slows the run several times over while it
 # measures (docs/TESTBED.md, "give one run both cores"), so either start it after the run (any dead
