@@ -14,11 +14,12 @@
 #   bash tools/judge_candidate.sh runs/s39/big/snapshots/step_87000 runs/s39/judge_87000
 #
 # Two lanes (both cores, one torch thread each): nothing else should run beside it, a training
-# run least of all (docs/TESTBED.md, "give one run both cores"). ~11 minutes for a snapshot whose base
+# run least of all (docs/TESTBED.md, "give one run both cores"). ~10 minutes for a snapshot whose base
 # rows exist (problems split into shards of 25 chains / 16 long ones). Writes OUT/{chain,long}.csv and
 # .summary and OUT/judge.txt (both summaries and the paired comparison, printed at the end); a set
 # whose merged csv exists is not decoded again, and a shard cut short continues from its rows
-# (`bench --resume`), so after an interruption the same command carries on.
+# (`bench --resume`), so after an interruption the same command carries on. Base rows decoded under
+# other weights (a candidate replaced without its rows) stop it with bench's refusal.
 # A dry run checks the plumbing in ~3 minutes (one lane, two problems a set, the bundled model judged
 # against the candidate, rows kept out of the repository):
 #   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
@@ -62,7 +63,6 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
 done
 if [[ -s $job_list ]]; then
   echo "judge_candidate: $(wc -l < "$job_list") shards on $LANES lanes ($(date -u +%H:%M))"
-  # shellcheck disable=SC2086  # each line is split into bench's arguments on purpose
   xargs -P "$LANES" -L 1 sh -c 'python -m dllm_viz bench "$@" > "${0%.csv}.log" 2>&1 || echo "bench failed: ${0%.csv}.log" >&2' \
     < <(awk '{ for (i = 1; i <= NF; i++) if ($i == "--out") print $(i + 1), $0 }' "$job_list")
 fi
@@ -78,9 +78,14 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
       for part in "${parts[@]}"; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
       rmdir "$dir/parts" 2> /dev/null || true  # the merged file holds every row (the base's is committed)
     fi
+    # bench refuses rows whose model files changed since (it keeps their fingerprint): a candidate
+    # replaced without its rows stops here, with bench's message, instead of being judged against.
     # shellcheck disable=SC2046
-    python -m dllm_viz bench --model "$model" $(set_options $set) --skip 0 --n "$n" --out "$dir/$set.csv" --resume \
-      2>&1 | grep -v '^\[bench\]\|^resuming' > "$dir/$set.summary"
+    if ! python -m dllm_viz bench --model "$model" $(set_options $set) --skip 0 --n "$n" --out "$dir/$set.csv" \
+        --resume > "$dir/$set.summary.tmp" 2>&1; then
+      echo "judge_candidate: the summary of $dir/$set.csv failed:" >&2; tail -3 "$dir/$set.summary.tmp" >&2; exit 2
+    fi
+    grep -v '^\[bench\]\|^resuming' "$dir/$set.summary.tmp" > "$dir/$set.summary"; rm -f "$dir/$set.summary.tmp"
   done
 done
 
