@@ -46,7 +46,8 @@ set_options() {  # $1: chain | long
 }
 set_size() { case $1 in chain) echo "$N_CHAIN 25" ;; long) echo "$N_LONG 16" ;; esac; }  # problems, shard
 
-# Every shard not yet merged, one line of `bench` arguments each, for the lanes below.
+# Every shard not yet merged, one line each for the lanes below: its rows file (where its log goes),
+# then its `bench` arguments.
 job_list=$(mktemp); trap 'rm -f "$job_list"' EXIT
 for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
   model=${pair%%:*} dir=${pair#*:}
@@ -57,14 +58,14 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
     for ((skip = 0; skip < n; skip += shard)); do
       size=$(( n - skip < shard ? n - skip : shard )) part="$dir/parts/${set}_$skip.csv"
       resume=""; [[ -f $part ]] && resume=" --resume"  # no trailing blank: xargs -L would join the next line
-      echo "--model $model $(set_options $set) --skip $skip --n $size --out $part$resume" >> "$job_list"
+      echo "$part --model $model $(set_options $set) --skip $skip --n $size --out $part$resume" >> "$job_list"
     done
   done
 done
 if [[ -s $job_list ]]; then
   echo "judge_candidate: $(wc -l < "$job_list") shards on $LANES lanes ($(date -u +%H:%M))"
   xargs -P "$LANES" -L 1 sh -c 'python -m dllm_viz bench "$@" > "${0%.csv}.log" 2>&1 || echo "bench failed: ${0%.csv}.log" >&2' \
-    < <(awk '{ for (i = 1; i <= NF; i++) if ($i == "--out") print $(i + 1), $0 }' "$job_list")
+    < "$job_list"
 fi
 
 # Merge each set's shards (in problem order) and print its summary from the rows (no decoding).
