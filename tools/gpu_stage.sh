@@ -55,6 +55,7 @@ export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$(dirname "$0")/.."
+source tools/bench_rows.sh
 command -v python > /dev/null || python() { python3 "$@"; }  # the image's interpreter is python3
 # The device's image has its own torch / transformers (last seen 2.11 / 5.17, requirements.txt pins
 # 2.13 / 5.24) and no diffusers: wheels downloaded here by tools/device_wheels.sh and carried as .whl
@@ -118,10 +119,12 @@ bench() {
         pids+=($!); parts+=("$part")
     done
     wait "${pids[@]}"
-    python tools/merge_bench.py "${parts[@]}" --out "$WORK/bench/$label.csv" >> "$OUT/bench.log" 2>&1
-    { echo "== $label: $model, $task, n $n, gen $gen"
-      timeout $(( $(left) + 20 )) python -m dllm_viz bench "${common[@]}" --skip 0 --n "$n" --out "$WORK/bench/$label.csv" --resume 2>&1 \
-          | grep -v '^\[bench\]\|^resuming'; } > "$WORK/bench/$label.summary"
+    merge_rows "$WORK/bench/$label.csv" "${parts[@]}" >> "$OUT/bench.log" 2>&1
+    echo "== $label: $model, $task, n $n, gen $gen" > "$WORK/bench/$label.summary"
+    SUMMARY_TIMEOUT=$(( $(left) + 20 )) summarise_rows "$WORK/bench/$label.csv" "$WORK/bench/$label.summary.rows" \
+        "${common[@]}" --skip 0 --n "$n" 2>> "$WORK/bench/$label.summary"
+    cat "$WORK/bench/$label.summary.rows" >> "$WORK/bench/$label.summary" 2> /dev/null
+    rm -f "$WORK/bench/$label.summary.rows"
 }
 mkdir -p "$WORK/bench"
 benches=()  # waited for by id: a bare `wait` would reap the gpu tests too and lose their exit status

@@ -29,6 +29,7 @@ set -euo pipefail
 candidate=${1:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 out=${2:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 cd "$(dirname "$0")/.."
+source tools/bench_rows.sh
 BASE=${BASE:-training/hard_export}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
 N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
@@ -75,18 +76,15 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
     read -r n shard <<< "$(set_size $set)"
     if [[ ! -f $dir/$set.csv ]]; then
       parts=(); for ((skip = 0; skip < n; skip += shard)); do parts+=("$dir/parts/${set}_$skip.csv"); done
-      python tools/merge_bench.py "${parts[@]}" --out "$dir/$set.csv"
+      merge_rows "$dir/$set.csv" "${parts[@]}"
       for part in "${parts[@]}"; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
       rmdir "$dir/parts" 2> /dev/null || true  # the merged file holds every row (the base's is committed)
     fi
     # bench refuses rows whose model files changed since (it keeps their fingerprint): a candidate
     # replaced without its rows stops here, with bench's message, instead of being judged against.
     # shellcheck disable=SC2046
-    if ! python -m dllm_viz bench --model "$model" $(set_options $set) --skip 0 --n "$n" --out "$dir/$set.csv" \
-        --resume > "$dir/$set.summary.tmp" 2>&1; then
-      echo "judge_candidate: the summary of $dir/$set.csv failed:" >&2; tail -3 "$dir/$set.summary.tmp" >&2; exit 2
-    fi
-    grep -v '^\[bench\]\|^resuming' "$dir/$set.summary.tmp" > "$dir/$set.summary"; rm -f "$dir/$set.summary.tmp"
+    summarise_rows "$dir/$set.csv" "$dir/$set.summary" --model "$model" $(set_options $set) --skip 0 --n "$n" \
+      || { echo "judge_candidate: stopped" >&2; exit 2; }
   done
 done
 

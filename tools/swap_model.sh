@@ -27,6 +27,7 @@
 # 50 + 50 of each family), N_EASY (default 200), SKIP_CALIBRATE=1 to leave the calibrations out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source tools/bench_rows.sh
 RUN=${RUN:-runs/swap}; N_HARD=${N_HARD:-100}; N_EASY=${N_EASY:-200}
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 mkdir -p "$RUN"
@@ -50,8 +51,7 @@ bench_into() {
 # RUN/<name>.csv (tools/merge_bench.py) and summarised from it into RUN/<name>.summary (no decoding).
 joined() {
     local name=$1 first=$2 second=$3; shift 3
-    [[ -f "$RUN/$name.csv" ]] || python tools/merge_bench.py "$first" "$second" --out "$RUN/$name.csv" || return 1
-    python -m dllm_viz bench "$@" --out "$RUN/$name.csv" --resume > "$RUN/$name.summary"
+    merge_rows "$RUN/$name.csv" "$first" "$second" && summarise_rows "$RUN/$name.csv" "$RUN/$name.summary" "$@"
 }
 
 if [[ -n "${CANDIDATE:-}" ]]; then
