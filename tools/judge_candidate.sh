@@ -23,8 +23,14 @@
 # A dry run checks the plumbing in ~3 minutes (one lane, two problems a set, the bundled model judged
 # against the candidate, rows kept out of the repository):
 #   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
+# ITEM5=1 also decides whether the candidate is worth a swap: it benches the candidate dense on issue
+# #19 item 5's problems (hard/chain and hard/breadth 0 to N_ITEM5 - 1; the chains below N_CHAIN are the
+# rows above) and pairs them with the bundled model's committed rows (BUNDLED_ROWS, default
+# training/bundled_bench, whose README says how they were made): ~13 more minutes at the default 100.
+# Dry run of that part (~3 minutes, the committed bundled rows paired on their first problems):
+#   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 ITEM5=1 N_ITEM5=3 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
 # Knobs (environment): BASE (default training/hard_export), BASE_ROWS, N_CHAIN (default 50), N_LONG
-# (default 64), LANES (default 2).
+# (default 64), LANES (default 2), ITEM5 (default 0), N_ITEM5 (default 100), BUNDLED_ROWS.
 set -euo pipefail
 candidate=${1:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 out=${2:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
@@ -32,6 +38,15 @@ cd "$(dirname "$0")/.."
 source tools/bench_rows.sh
 BASE=${BASE:-training/hard_export}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
 N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
+ITEM5=${ITEM5:-0}; N_ITEM5=${N_ITEM5:-100}; BUNDLED_ROWS=${BUNDLED_ROWS:-training/bundled_bench}
+candidate_sets="chain long"
+if [[ $ITEM5 == 1 ]]; then
+  (( N_ITEM5 >= N_CHAIN )) || { echo "judge_candidate: N_ITEM5=$N_ITEM5 is below N_CHAIN=$N_CHAIN; item 5's chains extend the judged ones, so set N_ITEM5 >= N_CHAIN" >&2; exit 2; }
+  for set in chain breadth; do
+    [[ -f $BUNDLED_ROWS/item5_$set.csv ]] || { echo "judge_candidate: ITEM5=1 needs the bundled model's rows $BUNDLED_ROWS/item5_$set.csv (training/bundled_bench/README.md)" >&2; exit 2; }
+  done
+  candidate_sets+=" item5_chain item5_breadth"
+fi
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 for model in "$BASE" "$candidate"; do
   [[ -f $model/model.safetensors ]] || { echo "judge_candidate: $model holds no model.safetensors" >&2; exit 2; }
@@ -39,24 +54,33 @@ done
 mkdir -p "$out" "$BASE_ROWS"
 
 # The options of one set: task, problems, policies (the same for both models and every shard).
-set_options() {  # $1: chain | long
+set_options() {  # $1: chain | long | item5_chain | item5_breadth
   case $1 in
-    chain) echo "--tasks hard/chain --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
+    chain | item5_chain) echo "--tasks hard/chain --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
+    item5_breadth) echo "--tasks hard/breadth --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
     long) echo "--tasks hard/long --policies dense,threshold --gen-length 256 --block-length 32 --threads 1" ;;
   esac
 }
-set_size() { case $1 in chain) echo "$N_CHAIN 25" ;; long) echo "$N_LONG 16" ;; esac; }  # problems, shard
+# The first problem decoded, the problems in all, the shard: item 5's chains start where the judged
+# ones end (their merged file joins chain.csv's rows), so no problem is decoded twice.
+set_size() {
+  case $1 in
+    chain) echo "0 $N_CHAIN 25" ;; long) echo "0 $N_LONG 16" ;;
+    item5_chain) echo "$N_CHAIN $N_ITEM5 25" ;; item5_breadth) echo "0 $N_ITEM5 25" ;;
+  esac
+}
+sets_of() { if [[ $1 == "$out" ]]; then echo "$candidate_sets"; else echo "chain long"; fi; }  # $1: a rows folder
 
 # Every shard not yet merged, one line each for the lanes below: its rows file (where its log goes),
 # then its `bench` arguments.
 job_list=$(mktemp); trap 'rm -f "$job_list"' EXIT
 for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
   model=${pair%%:*} dir=${pair#*:}
-  for set in chain long; do
+  for set in $(sets_of "$dir"); do
     [[ -f $dir/$set.csv ]] && continue
-    read -r n shard <<< "$(set_size $set)"
+    read -r first n shard <<< "$(set_size $set)"
     mkdir -p "$dir/parts"
-    for ((skip = 0; skip < n; skip += shard)); do
+    for ((skip = first; skip < n; skip += shard)); do
       size=$(( n - skip < shard ? n - skip : shard )) part="$dir/parts/${set}_$skip.csv"
       resume=""; [[ -f $part ]] && resume=" --resume"  # no trailing blank: xargs -L would join the next line
       echo "$part --model $model $(set_options $set) --skip $skip --n $size --out $part$resume" >> "$job_list"
@@ -72,12 +96,14 @@ fi
 # Merge each set's shards (in problem order) and print its summary from the rows (no decoding).
 for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
   model=${pair%%:*} dir=${pair#*:}
-  for set in chain long; do
-    read -r n shard <<< "$(set_size $set)"
+  for set in $(sets_of "$dir"); do
+    read -r first n shard <<< "$(set_size $set)"
     if [[ ! -f $dir/$set.csv ]]; then
-      parts=(); for ((skip = 0; skip < n; skip += shard)); do parts+=("$dir/parts/${set}_$skip.csv"); done
-      merge_rows "$dir/$set.csv" "${parts[@]}"
-      for part in "${parts[@]}"; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
+      parts=(); for ((skip = first; skip < n; skip += shard)); do parts+=("$dir/parts/${set}_$skip.csv"); done
+      # item 5's chains: the judged chains' rows first (chain.csv, merged above), then the rest
+      if [[ $set == item5_chain ]]; then merge_rows "$dir/$set.csv" "$dir/chain.csv" ${parts[@]+"${parts[@]}"}
+      else merge_rows "$dir/$set.csv" "${parts[@]}"; fi
+      for part in ${parts[@]+"${parts[@]}"}; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
       rmdir "$dir/parts" 2> /dev/null || true  # the merged file holds every row (the base's is committed)
     fi
     # bench refuses rows whose model files changed since (it keeps their fingerprint): a candidate
@@ -94,5 +120,11 @@ done
     echo "== $set: candidate $candidate"; cat "$out/$set.summary"
     python tools/compare_models.py "$BASE_ROWS/$set.csv" "$out/$set.csv" --names base candidate
   done
+  if [[ $ITEM5 == 1 ]]; then  # the swap's question: the candidate against the bundled model, paired
+    for set in chain breadth; do
+      echo "== item 5, hard/$set 0-$((N_ITEM5 - 1)), dense: candidate $candidate"; cat "$out/item5_$set.summary"
+      python tools/compare_models.py "$BUNDLED_ROWS/item5_$set.csv" "$out/item5_$set.csv" --names bundled candidate
+    done
+  fi
 } > "$out/judge.txt" 2>&1
 cat "$out/judge.txt"
