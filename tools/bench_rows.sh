@@ -15,7 +15,7 @@
 #
 #   source tools/bench_rows.sh   # from the repository root
 #   merge_rows rows.csv parts/rows_0.csv parts/rows_100.csv
-#   summarise_rows rows.csv rows.summary --model tiny --tasks hard/chain --policies dense --skip 0 --n 200
+#   summarise_rows rows.csv --model tiny --tasks hard/chain --policies dense --skip 0 --n 200 > rows.summary
 
 # merge_rows CSV PART...: the parts' rows, in the order given, into CSV unless CSV exists.
 merge_rows() {
@@ -24,15 +24,16 @@ merge_rows() {
     python tools/merge_bench.py "$@" --out "$csv"
 }
 
-# summarise_rows CSV SUMMARY BENCH_OPTION...: bench's summary of CSV's rows into SUMMARY (no
-# decoding when every row of the options' problems is there). SUMMARY_TIMEOUT (seconds), when set,
-# bounds the call (tools/gpu_stage.sh's deadline). Returns bench's status; on failure bench's last
-# stderr lines go to stderr, prefixed by the file they are about.
+# summarise_rows CSV BENCH_OPTION...: bench's summary of CSV's rows on stdout (no decoding when every
+# row of the options' problems is there), so a caller puts it where it wants, after a header of its
+# own if it likes. SUMMARY_TIMEOUT (seconds), when set, bounds the call (tools/gpu_stage.sh's
+# deadline). Returns bench's status; on failure bench's last stderr lines go to stderr, after a line
+# naming the file they are about.
 summarise_rows() {
-    local csv=$1 summary=$2 errors status=0; shift 2
+    local csv=$1 errors status=0; shift
     errors=$(mktemp)
     local limit=(); [[ -n ${SUMMARY_TIMEOUT:-} ]] && limit=(timeout "$SUMMARY_TIMEOUT")
-    "${limit[@]}" python -m dllm_viz bench "$@" --out "$csv" --resume > "$summary" 2> "$errors" || status=$?
+    "${limit[@]}" python -m dllm_viz bench "$@" --out "$csv" --resume 2> "$errors" || status=$?
     if [[ $status -ne 0 ]]; then
         echo "the summary of $csv failed (exit $status):" >&2
         grep -v '^\[[0-9]*/[0-9]*\] \|^resuming' "$errors" | tail -3 >&2

@@ -120,11 +120,9 @@ bench() {
     done
     wait "${pids[@]}"
     merge_rows "$WORK/bench/$label.csv" "${parts[@]}" >> "$OUT/bench.log" 2>&1
-    echo "== $label: $model, $task, n $n, gen $gen" > "$WORK/bench/$label.summary"
-    SUMMARY_TIMEOUT=$(( $(left) + 20 )) summarise_rows "$WORK/bench/$label.csv" "$WORK/bench/$label.summary.rows" \
-        "${common[@]}" --skip 0 --n "$n" 2>> "$WORK/bench/$label.summary"
-    cat "$WORK/bench/$label.summary.rows" >> "$WORK/bench/$label.summary" 2> /dev/null
-    rm -f "$WORK/bench/$label.summary.rows"
+    { echo "== $label: $model, $task, n $n, gen $gen"
+      SUMMARY_TIMEOUT=$(( $(left) + 20 )) summarise_rows "$WORK/bench/$label.csv" "${common[@]}" --skip 0 --n "$n" 2>&1
+    } > "$WORK/bench/$label.summary"
 }
 mkdir -p "$WORK/bench"
 benches=()  # waited for by id: a bare `wait` would reap the gpu tests too and lose their exit status

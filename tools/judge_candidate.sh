@@ -109,7 +109,7 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
     # bench refuses rows whose model files changed since (it keeps their fingerprint): a candidate
     # replaced without its rows stops here, with bench's message, instead of being judged against.
     # shellcheck disable=SC2046
-    summarise_rows "$dir/$set.csv" "$dir/$set.summary" --model "$model" $(set_options $set) --skip 0 --n "$n" \
+    summarise_rows "$dir/$set.csv" --model "$model" $(set_options $set) --skip 0 --n "$n" > "$dir/$set.summary" \
       || { echo "judge_candidate: stopped" >&2; exit 2; }
   done
 done

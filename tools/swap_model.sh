@@ -51,7 +51,7 @@ bench_into() {
 # RUN/<name>.csv (tools/merge_bench.py) and summarised from it into RUN/<name>.summary (no decoding).
 joined() {
     local name=$1 first=$2 second=$3; shift 3
-    merge_rows "$RUN/$name.csv" "$first" "$second" && summarise_rows "$RUN/$name.csv" "$RUN/$name.summary" "$@"
+    merge_rows "$RUN/$name.csv" "$first" "$second" && summarise_rows "$RUN/$name.csv" "$@" > "$RUN/$name.summary"
 }
 
 if [[ -n "${CANDIDATE:-}" ]]; then
