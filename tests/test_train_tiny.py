@@ -479,6 +479,23 @@ def test_warm_start_from_an_export_continues_its_step_and_weights(tmp_path: Path
     assert 0 < moved < sum(v.abs().sum().item() for v in exported.values())  # one step away, not re-initialised
 
 
+def test_warm_start_from_a_later_snapshot_keeps_where_the_best_score_was_measured(tmp_path: Path) -> None:
+    """A candidate continued past the bundled model keeps its best score as the bar to export, but
+    not as its own: the best step stays where that score was measured, not the candidate's step."""
+    export_dir = tmp_path / "export"
+    train(tmp_path / "first", TINY, export_dir=export_dir)
+    config_path = export_dir / "config.json"
+    raw = json.loads(config_path.read_text())
+    section = raw["dllm_viz"]
+    section["history"][-1]["score"] = section["best_score"] = 2.0  # unbeatable: nothing exports
+    section["history"].append({"step": 5, "minutes": 0.0, "score": 0.1, "train_loss": 1.0})
+    section["trained_steps"] = 5
+    config_path.write_text(json.dumps(raw))
+    summary = train(tmp_path / "second", replace(TINY, max_steps=6), export_dir=None, init_from=export_dir)
+    assert summary["step"] == 6 and summary["best_score"] == 2.0
+    assert summary["best_step"] == 3
+
+
 def test_model_card_and_config_say_where_each_session_trained(tmp_path: Path) -> None:
     export_dir = tmp_path / "export"
     train(tmp_path / "first", TINY, export_dir=export_dir)

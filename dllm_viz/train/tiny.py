@@ -138,11 +138,24 @@ def _warm_start(init_from: Path, run_dir: Path, config: TrainConfig) -> tuple[Tr
     same_task = section.get("arith_limits") == config.data.arith_limits()
     same_score = section.get("score_version", 1) == SCORE_VERSION
     best = float(section.get("best_score", -1.0)) if same_task and same_score else -1.0
+    history = list(section.get("history", []))
     state = TrainState(step=steps, minutes=float(section.get("train_minutes", 0.0)),
-                       best_score=best, best_step=steps,
-                       history=list(section.get("history", [])),
+                       best_score=best, best_step=scored_at(history, best, default=steps),
+                       history=history,
                        trained_on=parse_trained_on(str(section.get("trained_on", ""))))
     return replace(config, model=model), state
+
+
+def scored_at(history: list[dict[str, Any]], score: float, *, default: int) -> int:
+    """The last step of `history` whose held-out score is `score`, else `default`.
+
+    Why: a warm start carries the export's best score (the bar a new run must pass to export), but
+    the export may be a later snapshot that scored less (a candidate continued from the bundled
+    model), so "best step" = the starting step put that snapshot's step beside a score it never had
+    in the model card and the run's last line.
+    """
+    steps = [int(entry["step"]) for entry in history if entry.get("score") == score]
+    return steps[-1] if steps else default
 
 
 # The sizes `_warm_start` reads from an export's config.json.
