@@ -151,8 +151,8 @@ def scored_at(history: list[dict[str, Any]], score: float, *, default: int) -> i
 
     Why: a warm start carries the export's best score (the bar a new run must pass to export), but
     the export may be a later snapshot that scored less (a candidate continued from the bundled
-    model), so "best step" = the starting step put that snapshot's step beside a score it never had
-    in the model card and the run's last line.
+    model). Naming the starting step as the best put that snapshot's step beside a score it never
+    had, in the model card and in the run's last line.
     """
     steps = [int(entry["step"]) for entry in history if entry.get("score") == score]
     return steps[-1] if steps else default
