@@ -29,14 +29,22 @@
 # training/bundled_bench, whose README says how they were made): ~13 more minutes at the default 100.
 # Dry run of that part (~3 minutes, the committed bundled rows paired on their first problems):
 #   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 ITEM5=1 N_ITEM5=3 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
+# PROMOTE=NOTE.md then makes the candidate the new base when the judgement says so: BASE becomes the
+# candidate's model files, its judged rows (renamed to BASE, so the next judgement pairs against them)
+# with fresh summaries, and its card with NOTE.md (a section that starts "## This copy": what the stages
+# were and what the judgement found, the one part written by hand) after the card's title. The old
+# BASE is kept until the new one's summaries are written and put back if they fail. Run it after the
+# judgement (the rows are there, so only the summaries run, ~1 minute); a dry run on a copy (~3 minutes):
+#   cp -r training/hard_export /tmp/promo_base && rm -r /tmp/promo_base/bench
+#   BASE=/tmp/promo_base N_CHAIN=2 N_LONG=2 LANES=1 PROMOTE=/tmp/note.md bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/promo_cand
 # Knobs (environment): BASE (default training/hard_export), BASE_ROWS, N_CHAIN (default 50), N_LONG
-# (default 64), LANES (default 2), ITEM5 (default 0), N_ITEM5 (default 100), BUNDLED_ROWS.
+# (default 64), LANES (default 2), ITEM5 (default 0), N_ITEM5 (default 100), BUNDLED_ROWS, PROMOTE.
 set -euo pipefail
 candidate=${1:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 out=${2:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 cd "$(dirname "$0")/.."
 source tools/bench_rows.sh
-BASE=${BASE:-training/hard_export}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
+BASE=${BASE:-training/hard_export}; BASE=${BASE%/}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
 N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
 ITEM5=${ITEM5:-0}; N_ITEM5=${N_ITEM5:-100}; BUNDLED_ROWS=${BUNDLED_ROWS:-training/bundled_bench}
 candidate_sets="chain long"
@@ -48,6 +56,14 @@ if [[ $ITEM5 == 1 ]]; then
   candidate_sets+=" item5_chain item5_breadth"
 fi
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+PROMOTE=${PROMOTE:-}
+if [[ -n $PROMOTE ]]; then  # refused before any decoding: a promotion must not fail after the judgement
+  [[ -f $PROMOTE && $(head -n 1 "$PROMOTE") == "## This copy"* ]] \
+    || { echo "judge_candidate: PROMOTE=$PROMOTE must be a file whose first line starts \"## This copy\" (the card's section on the new base)" >&2; exit 2; }
+  [[ $BASE_ROWS == "$BASE/bench" ]] \
+    || { echo "judge_candidate: PROMOTE keeps the new base's rows in BASE/bench; leave BASE_ROWS unset (it is $BASE_ROWS)" >&2; exit 2; }
+  [[ -f $candidate/MODEL_CARD.md ]] || { echo "judge_candidate: PROMOTE needs the candidate's card $candidate/MODEL_CARD.md" >&2; exit 2; }
+fi
 for model in "$BASE" "$candidate"; do
   [[ -f $model/model.safetensors ]] || { echo "judge_candidate: $model holds no model.safetensors" >&2; exit 2; }
 done
@@ -128,3 +144,50 @@ done
   fi
 } > "$out/judge.txt" 2>&1
 cat "$out/judge.txt"
+
+# The promotion (PROMOTE=NOTE.md): built beside BASE, swapped in, summarised under BASE's name.
+[[ -z $PROMOTE ]] && exit 0
+stage=$(mktemp -d "$BASE.promote.XXXXXX") old="$BASE.replaced.$$"
+chmod 755 "$stage"  # mktemp makes it private; the base is an ordinary folder
+trap 'rm -f "$job_list"; rm -rf "$stage"' EXIT
+# every file of the candidate but its card (rewritten below): the rows' fingerprint covers them all
+find "$candidate" -maxdepth 1 -type f ! -name MODEL_CARD.md -exec cp {} "$stage/" \;
+mkdir "$stage/bench"
+for set in chain long; do
+  cp "$out/$set.csv" "$stage/bench/"
+  python - "$out/$set.csv.settings.json" "$stage/bench/$set.csv.settings.json" "$BASE" <<'PY'
+import json, sys
+from pathlib import Path
+sys.path.insert(0, ".")
+from dllm_viz.cli.results import write_settings  # the format bench reads back on --resume
+from dllm_viz.models.loading import weights_fingerprint
+source, target, model = sys.argv[1:]
+settings = json.loads(Path(source).read_text())
+staged = weights_fingerprint(str(Path(target).parents[1]))
+if settings.get("model_weights") != staged:  # refused here, before the base is touched
+    sys.exit(f"judge_candidate: {source} was decoded under other weights than the candidate's files "
+             f"(fingerprint {settings.get('model_weights')} against {staged}); judge it again into a new OUT")
+settings["model"] = model
+write_settings(Path(target.removesuffix(".settings.json")), settings)
+PY
+done
+python - "$candidate/MODEL_CARD.md" "$PROMOTE" "$stage/MODEL_CARD.md" <<'PY'
+import sys
+from pathlib import Path
+card, note, target = (Path(a) for a in sys.argv[1:])
+lines = card.read_text().splitlines(keepends=True)
+first = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))  # after the title and intro
+target.write_text("".join(lines[:first]) + note.read_text().rstrip("\n") + "\n\n" + "".join(lines[first:]))
+PY
+mv "$BASE" "$old"
+mv "$stage" "$BASE" || { mv "$old" "$BASE"; echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2; }
+for set in chain long; do
+  read -r first n shard <<< "$(set_size $set)"
+  # shellcheck disable=SC2046
+  if ! summarise_rows "$BASE/bench/$set.csv" --model "$BASE" $(set_options $set) --skip 0 --n "$n" > "$BASE/bench/$set.summary"; then
+    rm -rf "$BASE" && mv "$old" "$BASE"
+    echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2
+  fi
+done
+rm -rf "$old"
+echo "judge_candidate: $BASE is now $candidate (card: $BASE/MODEL_CARD.md; rows and summaries: $BASE/bench)"
