@@ -34,7 +34,7 @@
 # with fresh summaries, and its card with NOTE.md (a section that starts "## This copy": what the stages
 # were and what the judgement found, the one part written by hand) after the card's title. The old
 # BASE is kept until the new one's summaries are written and put back if they fail. Run it after the
-# judgement (the rows are there, so only the summaries run, ~1 minute); a dry run on a copy (~3 minutes):
+# judgement (the rows are there, so only the summaries run, ~1 minute); a dry run on a copy (~2 minutes):
 #   cp -r training/hard_export /tmp/promo_base && rm -r /tmp/promo_base/bench
 #   BASE=/tmp/promo_base N_CHAIN=2 N_LONG=2 LANES=1 PROMOTE=/tmp/note.md bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/promo_cand
 # Knobs (environment): BASE (default training/hard_export), BASE_ROWS, N_CHAIN (default 50), N_LONG
