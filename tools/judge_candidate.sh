@@ -86,6 +86,14 @@ set_size() {
   esac
 }
 sets_of() { if [[ $1 == "$out" ]]; then echo "$candidate_sets"; else echo "chain long"; fi; }  # $1: a rows folder
+# The summary of one set's merged rows, DIR/SET.summary (no decoding). bench refuses rows whose model
+# files changed since (it keeps their fingerprint): a candidate replaced without its rows stops here,
+# with bench's message, instead of being judged against.
+summarise_set() {  # $1: the set, $2: its rows folder, $3: the model they were decoded under
+  local first n shard; read -r first n shard <<< "$(set_size "$1")"
+  # shellcheck disable=SC2046
+  summarise_rows "$2/$1.csv" --model "$3" $(set_options "$1") --skip 0 --n "$n" > "$2/$1.summary"
+}
 
 # Every shard not yet merged, one line each for the lanes below: its rows file (where its log goes),
 # then its `bench` arguments.
@@ -122,11 +130,7 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
       for part in ${parts[@]+"${parts[@]}"}; do rm -f "$part" "$part.settings.json" "${part%.csv}.log"; done
       rmdir "$dir/parts" 2> /dev/null || true  # the merged file holds every row (the base's is committed)
     fi
-    # bench refuses rows whose model files changed since (it keeps their fingerprint): a candidate
-    # replaced without its rows stops here, with bench's message, instead of being judged against.
-    # shellcheck disable=SC2046
-    summarise_rows "$dir/$set.csv" --model "$model" $(set_options $set) --skip 0 --n "$n" > "$dir/$set.summary" \
-      || { echo "judge_candidate: stopped" >&2; exit 2; }
+    summarise_set "$set" "$dir" "$model" || { echo "judge_candidate: stopped" >&2; exit 2; }
   done
 done
 
@@ -153,24 +157,24 @@ trap 'rm -f "$job_list"; rm -rf "$stage"' EXIT
 # every file of the candidate but its card (rewritten below): the rows' fingerprint covers them all
 find "$candidate" -maxdepth 1 -type f ! -name MODEL_CARD.md -exec cp {} "$stage/" \;
 mkdir "$stage/bench"
-for set in chain long; do
-  cp "$out/$set.csv" "$stage/bench/"
-  python - "$out/$set.csv.settings.json" "$stage/bench/$set.csv.settings.json" "$BASE" <<'PY'
+cp "$out"/{chain,long}.csv "$stage/bench/"
+# their settings, renamed to BASE, each checked against the staged files first
+python - "$out" "$stage" "$BASE" chain long <<'PY'
 import json, sys
 from pathlib import Path
 sys.path.insert(0, ".")
-from dllm_viz.cli.results import write_settings  # the format bench reads back on --resume
+from dllm_viz.cli.results import settings_path, write_settings  # the format bench reads back on --resume
 from dllm_viz.models.loading import weights_fingerprint
-source, target, model = sys.argv[1:]
-settings = json.loads(Path(source).read_text())
-staged = weights_fingerprint(str(Path(target).parents[1]))
-if settings.get("model_weights") != staged:  # refused here, before the base is touched
-    sys.exit(f"judge_candidate: {source} was decoded under other weights than the candidate's files "
-             f"(fingerprint {settings.get('model_weights')} against {staged}); judge it again into a new OUT")
-settings["model"] = model
-write_settings(Path(target.removesuffix(".settings.json")), settings)
+out, stage, model, *sets = sys.argv[1:]
+staged = weights_fingerprint(stage)
+for name in sets:
+    source = settings_path(Path(out) / f"{name}.csv")
+    settings = json.loads(source.read_text())
+    if settings.get("model_weights") != staged:  # refused here, before the base is touched
+        sys.exit(f"judge_candidate: {source} was decoded under other weights than the candidate's files "
+                 f"(fingerprint {settings.get('model_weights')} against {staged}); judge it again into a new OUT")
+    write_settings(Path(stage) / "bench" / f"{name}.csv", {**settings, "model": model})
 PY
-done
 python - "$candidate/MODEL_CARD.md" "$PROMOTE" "$stage/MODEL_CARD.md" <<'PY'
 import sys
 from pathlib import Path
@@ -179,15 +183,11 @@ lines = card.read_text().splitlines(keepends=True)
 first = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))  # after the title and intro
 target.write_text("".join(lines[:first]) + note.read_text().rstrip("\n") + "\n\n" + "".join(lines[first:]))
 PY
+undo_promotion() { rm -rf "$BASE" && mv "$old" "$BASE"; echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2; }
 mv "$BASE" "$old"
-mv "$stage" "$BASE" || { mv "$old" "$BASE"; echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2; }
+mv "$stage" "$BASE" || undo_promotion
 for set in chain long; do
-  read -r first n shard <<< "$(set_size $set)"
-  # shellcheck disable=SC2046
-  if ! summarise_rows "$BASE/bench/$set.csv" --model "$BASE" $(set_options $set) --skip 0 --n "$n" > "$BASE/bench/$set.summary"; then
-    rm -rf "$BASE" && mv "$old" "$BASE"
-    echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2
-  fi
+  summarise_set "$set" "$BASE/bench" "$BASE" || undo_promotion
 done
 rm -rf "$old"
 echo "judge_candidate: $BASE is now $candidate (card: $BASE/MODEL_CARD.md; rows and summaries: $BASE/bench)"
