@@ -47,7 +47,8 @@ source tools/bench_rows.sh
 BASE=${BASE:-training/hard_export}; BASE=${BASE%/}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
 N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
 ITEM5=${ITEM5:-0}; N_ITEM5=${N_ITEM5:-100}; BUNDLED_ROWS=${BUNDLED_ROWS:-training/bundled_bench}
-candidate_sets="chain long"
+judged_sets="chain long"  # what decides a judgement: decoded for base and candidate, carried by a promotion
+candidate_sets=$judged_sets
 if [[ $ITEM5 == 1 ]]; then
   (( N_ITEM5 >= N_CHAIN )) || { echo "judge_candidate: N_ITEM5=$N_ITEM5 is below N_CHAIN=$N_CHAIN; item 5's chains extend the judged ones, so set N_ITEM5 >= N_CHAIN" >&2; exit 2; }
   for set in chain breadth; do
@@ -85,7 +86,7 @@ set_size() {
     item5_chain) echo "$N_CHAIN $N_ITEM5 25" ;; item5_breadth) echo "0 $N_ITEM5 25" ;;
   esac
 }
-sets_of() { if [[ $1 == "$out" ]]; then echo "$candidate_sets"; else echo "chain long"; fi; }  # $1: a rows folder
+sets_of() { if [[ $1 == "$out" ]]; then echo "$candidate_sets"; else echo "$judged_sets"; fi; }  # $1: a rows folder
 # The summary of one set's merged rows, DIR/SET.summary (no decoding). bench refuses rows whose model
 # files changed since (it keeps their fingerprint): a candidate replaced without its rows stops here,
 # with bench's message, instead of being judged against.
@@ -135,7 +136,7 @@ for pair in "$BASE:$BASE_ROWS" "$candidate:$out"; do
 done
 
 {
-  for set in chain long; do
+  for set in $judged_sets; do
     echo "== $set: base $BASE"; cat "$BASE_ROWS/$set.summary"
     echo "== $set: candidate $candidate"; cat "$out/$set.summary"
     python tools/compare_models.py "$BASE_ROWS/$set.csv" "$out/$set.csv" --names base candidate
@@ -157,9 +158,10 @@ trap 'rm -f "$job_list"; rm -rf "$stage"' EXIT
 # every file of the candidate but its card (rewritten below): the rows' fingerprint covers them all
 find "$candidate" -maxdepth 1 -type f ! -name MODEL_CARD.md -exec cp {} "$stage/" \;
 mkdir "$stage/bench"
-cp "$out"/{chain,long}.csv "$stage/bench/"
+for set in $judged_sets; do cp "$out/$set.csv" "$stage/bench/"; done
 # their settings, renamed to BASE, each checked against the staged files first
-python - "$out" "$stage" "$BASE" chain long <<'PY'
+# shellcheck disable=SC2086
+python - "$out" "$stage" "$BASE" $judged_sets <<'PY'
 import json, sys
 from pathlib import Path
 sys.path.insert(0, ".")
@@ -186,7 +188,7 @@ PY
 undo_promotion() { rm -rf "$BASE" && mv "$old" "$BASE"; echo "judge_candidate: promotion undone, $BASE is as it was" >&2; exit 2; }
 mv "$BASE" "$old"
 mv "$stage" "$BASE" || undo_promotion
-for set in chain long; do
+for set in $judged_sets; do
   summarise_set "$set" "$BASE/bench" "$BASE" || undo_promotion
 done
 rm -rf "$old"
