@@ -278,6 +278,18 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     rows = pd.read_csv(tmp_path / "all.csv")
     assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS for _ in range(2)]
     monkeypatch.undo()
+    # --configs keeps one configuration: the file resumes under that configuration alone, decoding nothing
+    assert merge.main([*parts, "--out", str(tmp_path / "dense.csv"), "--configs", "dense"]) == 0
+    assert pd.read_csv(tmp_path / "dense.csv")["config"].tolist() == ["dense"] * 3
+    dense_only = ["dense" if option == "dense,threshold" else option for option in common]
+    monkeypatch.setattr(models, "load", no_load)
+    assert main([*dense_only, "--n", "3", "--out", str(tmp_path / "dense.csv"), "--resume"]) == 0
+    assert "3 of 3 rows already done" in capsys.readouterr().err
+    monkeypatch.undo()
+    with pytest.raises(SystemExit, match="--configs cora: not run by these parts; they ran dense, threshold"):
+        merge.main([*parts, "--out", str(tmp_path / "cora.csv"), "--configs", "dense,cora"])
+    with pytest.raises(SystemExit, match="names no configuration"):
+        merge.main([*parts, "--out", str(tmp_path / "none.csv"), "--configs", " , "])
     # tools/bench_summary.py reads unfinished files as they are: a problem some configuration has
     # not finished, and a row cut in half, are left out of the report, and the file is not changed.
     summary = tool("bench_summary")

@@ -32,6 +32,7 @@ from dllm_viz.train.controller import (
     ControllerConfig,
     FilterNet,
     TspdNet,
+    _metrics,
     filter_examples,
     train,
     train_controller,
@@ -76,6 +77,29 @@ def test_tspd_training_reduces_loss_on_toy_trajectories() -> None:
                                gate_threshold=0.5)
     assert losses[-1] < losses[0] * 0.8, losses
     assert 0.0 <= metrics["precision"] <= 1.0 and metrics["recall"] > 0.0
+
+
+def test_training_keeps_the_epoch_of_lowest_validation_loss() -> None:
+    """The gate's validation recall can swing from epoch to epoch (0.46-0.89 on the bundled model's
+    retrain in session 44), so train() returns the epoch whose validation loss is lowest, not the
+    last: the returned metrics are that epoch's, and so is the returned model (its validation recall,
+    recomputed, is the reported one), here at a learning rate high enough to overshoot."""
+    adapter = ToyAdapter()
+    traces = [decode(adapter, [3 + i, 4], Pipeline.from_names("fixed_steps", block_length=8),
+                     DecodeConfig(gen_length=32)) for i in range(8)]
+    x, y, m = tspd_sequences(traces, 24, 0.7)
+    config = ControllerConfig(kind="tspd", epochs=8, hidden=16, lr=0.3, batch_size=16)
+    seen: list[dict[str, float]] = []
+    model, losses, metrics = train(x, y, m, config, gate_threshold=0.5, on_epoch=lambda e, loss, met: seen.append(met))
+    assert len(seen) == len(losses) == 8
+    lowest = min(seen, key=lambda met: met["loss"])
+    assert metrics == lowest and seen[-1]["loss"] > lowest["loss"]  # here the last epoch is not the best
+    # the model is the kept epoch's: its recall, recomputed on train()'s validation split, is the reported one
+    order = np.random.default_rng(config.seed).permutation(x.shape[0])[:max(1, int(config.val_fraction * x.shape[0]))]
+    with torch.no_grad():
+        xv, yv, mv = torch.from_numpy(x[order]), torch.from_numpy(y[order]), torch.from_numpy(m[order].astype(np.bool_))
+        logits = model(xv)
+    assert _metrics(logits, yv, mv, 0.5)["recall"] == pytest.approx(metrics["recall"])
 
 
 def test_learned_policies_record_their_gates(controller_options: dict[str, str]) -> None:
@@ -245,6 +269,8 @@ def test_progress_events_are_typed_and_print_as_before() -> None:
 
     epoch = TrainProgress("epoch", 2, 3, 1, loss=0.5, precision=0.25, recall=1.0)
     assert epoch.message() == "round 1 epoch 2/3 loss 0.5000 val precision 0.250 recall 1.000"
+    held_out = TrainProgress("epoch", 2, 3, 0, loss=0.5, precision=0.25, recall=1.0, val_loss=0.125)
+    assert held_out.message() == "epoch 2/3 loss 0.5000 val loss 0.1250 val precision 0.250 recall 1.000"
     assert TrainProgress("trajectory", 10, 20).message() == "trajectory 10/20"
     assert TrainProgress("rollout", 1, 2, 1, mean_nfe=12.0, dense_nfe=32.0).message() == \
         "rollout 1/2: mean NFE 12.0 (dense 32.0)"

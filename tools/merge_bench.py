@@ -10,9 +10,14 @@ positions against it without loading the model:
     python tools/merge_bench.py rows_0.csv rows_100.csv --out rows.csv
     python -m dllm_viz bench <the same options> --skip 0 --n 200 --out rows.csv --resume
 
+`--configs dense` keeps the named configurations' rows only, with settings as if bench had run
+those alone, so the file resumes under `--policies dense`: how tools/swap_model.sh keeps the new
+bundled model's dense rows on item 5 for candidates to be paired with (training/bundled_bench).
+
 Refuses parts whose settings differ in anything but their problems, parts that share a problem,
-and an --out that exists (finished results are never replaced). Wall-clock columns of the parts
-were measured in different processes, so they compare within a part's rows, not across parts.
+a --configs name no part ran, and an --out that exists (finished results are never replaced).
+Wall-clock columns of the parts were measured in different processes, so they compare within a
+part's rows, not across parts.
 """
 
 from __future__ import annotations
@@ -75,15 +80,38 @@ def merged_rows(parts: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
+def only_configs(settings: dict[str, Any], rows: list[dict[str, Any]],
+                 names: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The settings and rows of configurations `names` alone (bench's settings list each configuration
+    it ran by name, so a bench of those alone has these settings).
+
+    Raises:
+        SystemExit: a name the parts did not run (the message lists those they did).
+    """
+    if not names:
+        raise SystemExit("--configs names no configuration; give comma-separated names such as dense")
+    ran = settings["configs"]
+    missing = [name for name in names if name not in ran]
+    if missing:
+        raise SystemExit(f"--configs {','.join(missing)}: not run by these parts; they ran {', '.join(ran)}")
+    kept = {name: ran[name] for name in ran if name in names}  # bench's order, as a bench of these alone
+    return {**settings, "configs": kept}, [row for row in rows if row["config"] in kept]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("parts", type=Path, nargs="+", help="`bench --out` csv files, in problem order")
     parser.add_argument("--out", type=Path, required=True, help="the merged csv (must not exist)")
+    parser.add_argument("--configs", help="keep these configurations' rows only (comma-separated names, "
+                                          "as bench's summary names them, e.g. dense)")
     args = parser.parse_args(argv)
     if args.out.exists():
         raise SystemExit(f"--out {str(args.out)!r} already exists; choose another path")
     settings = merged_settings(args.parts)
     rows = merged_rows(args.parts)
+    if args.configs is not None:
+        names = [name.strip() for name in args.configs.split(",") if name.strip()]
+        settings, rows = only_configs(settings, rows, names)
     try:  # as `bench --out`: its folder is made when missing
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("x", encoding="utf-8", newline="") as handle:

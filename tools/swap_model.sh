@@ -10,8 +10,9 @@
 # skipped when its marker exists; a bench or calibration cut short continues from its rows
 # (--resume), so after an interruption the same command carries on. What stays by hand: merging
 # the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
-# docs/TESTBED.md, and the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
-# says whether the old ones still hold).
+# docs/TESTBED.md, the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
+# says whether the old ones still hold), and RUN/bundled_bench/* (the new model's dense rows on item
+# 5) over training/bundled_bench/'s, which the next candidates are paired with.
 #
 #   CANDIDATE=training/hard_export nohup bash tools/swap_model.sh > runs/swap.log 2>&1 &
 #   tail -f runs/swap/progress.log      # one line a step; the tables are in RUN/*.summary
@@ -86,6 +87,15 @@ wait
 [[ -f "$RUN/item5_chain.done" && -f "$RUN/item5_breadth.done" ]] && step item5_summary \
     joined item5 "$RUN/item5_chain.csv" "$RUN/item5_breadth.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth \
     --n "$N_HARD" --plot "$RUN/item5_frontier.html"
+# Item 5's dense rows alone, the bundled model's rows a candidate is paired with (tools/judge_candidate.sh
+# ITEM5=1, training/bundled_bench/README.md): copied there by hand with the rest.
+dense_rows() {
+    local set
+    for set in chain breadth; do
+        merge_rows "$RUN/bundled_bench/item5_$set.csv" "$RUN/item5_$set.csv" --configs dense || return 1
+    done
+}
+[[ -f "$RUN/item5_summary.done" ]] && step bundled_rows dense_rows
 
 # The calibrations (docs/TESTBED.md, "Recalibrating a family default"): dense from item 5's rows,
 # so each measures its grid points only.

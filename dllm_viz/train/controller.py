@@ -237,7 +237,16 @@ def _metrics(logits: torch.Tensor, y: torch.Tensor, m: torch.Tensor, threshold: 
 def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig, *, gate_threshold: float,
           on_epoch: Callable[[int, float, dict[str, float]], None] | None = None
           ) -> tuple[nn.Module, list[float], dict[str, float]]:
-    """Fit the controller; returns the model, per-epoch training losses and validation metrics."""
+    """Fit the controller; returns the model of the epoch with the lowest validation loss, the
+    per-epoch training losses and that epoch's validation metrics (with its `epoch`, from 1, and
+    `loss`).
+
+    Why the best epoch and not the last: the TSPD gate's validation recall swings between epochs
+    (session 44's retrain for the bundled model: 0.46-0.89 over one round's last four epochs at a
+    precision of 0.99-1.00), so keeping the last epoch shipped whichever swing it ended on (recall
+    0.57 there). The validation loss is the objective itself on held-out sequences, so it picks by
+    neither precision nor recall alone.
+    """
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     order = rng.permutation(x.shape[0])
@@ -255,6 +264,8 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
     loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight), reduction="none")
     losses = []
     batch = config.batch_size
+    vi = torch.from_numpy(val)
+    best: tuple[float, dict[str, torch.Tensor], dict[str, float]] | None = None
     for epoch in range(config.epochs):
         perm = tr[rng.permutation(tr.shape[0])]
         total, count = 0.0, 0
@@ -268,11 +279,16 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
             total, count = total + loss.item() * len(idx), count + len(idx)
         losses.append(total / max(count, 1))
         with torch.no_grad():
-            vi = torch.from_numpy(val)
-            metrics = _metrics(model(tensors[0][vi]), tensors[1][vi], tensors[2][vi], gate_threshold)
+            logits, yv, mv = model(tensors[0][vi]), tensors[1][vi], tensors[2][vi]
+            val_loss = float((loss_fn(logits, yv) * mv).sum() / mv.sum().clamp(min=1))
+            metrics = {**_metrics(logits, yv, mv, gate_threshold), "epoch": float(epoch + 1), "loss": val_loss}
+        if best is None or val_loss < best[0]:
+            best = (val_loss, {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics)
         if on_epoch is not None:
             on_epoch(epoch, losses[-1], metrics)
-    return model, losses, metrics
+    assert best is not None  # epochs >= 1 (ControllerConfig)
+    model.load_state_dict(best[1])
+    return model, losses, best[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +297,8 @@ class TrainProgress:
 
     stage: "trajectory" (done/total decodes collected), "epoch" (done/total epochs of a fit;
     `fit_round` 0 is the fit on dense trajectories, k the fit after on-policy round k, with
-    loss and validation precision/recall) or "rollout" (round done/total, with mean NFE).
+    training loss, validation loss and validation precision/recall; each fit keeps its epoch of
+    lowest validation loss) or "rollout" (round done/total, with mean NFE).
     """
 
     stage: Literal["trajectory", "epoch", "rollout"]
@@ -291,6 +308,7 @@ class TrainProgress:
     loss: float | None = None
     precision: float | None = None
     recall: float | None = None
+    val_loss: float | None = None
     mean_nfe: float | None = None
     dense_nfe: float | None = None
 
@@ -301,8 +319,9 @@ class TrainProgress:
         if self.stage == "rollout":
             return f"rollout {self.done}/{self.total}: mean NFE {self.mean_nfe:.1f} (dense {self.dense_nfe:.1f})"
         label = f"round {self.fit_round} " if self.fit_round else ""
-        return (f"{label}epoch {self.done}/{self.total} loss {self.loss:.4f} val precision {self.precision:.3f} "
-                f"recall {self.recall:.3f}")
+        held_out = "" if self.val_loss is None else f" val loss {self.val_loss:.4f}"
+        return (f"{label}epoch {self.done}/{self.total} loss {self.loss:.4f}{held_out} val precision "
+                f"{self.precision:.3f} recall {self.recall:.3f}")
 
 
 # |precision - share of positives| below this, with recall 1, means the gate accepts every cell.
@@ -487,7 +506,7 @@ def _train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Con
         return train(x, y, m, config, gate_threshold=threshold,
                      on_epoch=lambda e, loss, met: say(TrainProgress(
                          "epoch", e + 1, config.epochs, fit_round, loss=loss, precision=met["precision"],
-                         recall=met["recall"])))
+                         recall=met["recall"], val_loss=met["loss"])))
 
     model, losses, metrics = fit(0, x, y, m)
     card: dict[str, object] = {
