@@ -75,7 +75,8 @@ def train(adapter: ModelAdapter) -> None:
     def on_progress(progress: TrainProgress) -> None:  # every call is a yield point: a click stops training here
         if progress.stage == "epoch":
             history.append({"epoch": progress.fit_round * epochs + progress.done, "train loss": progress.loss,
-                            "val precision": progress.precision, "val recall": progress.recall})
+                            "val loss": progress.val_loss, "val precision": progress.precision,
+                            "val recall": progress.recall})
             # Plotly, not st.line_chart: a 1-epoch run's single point was a line with no marker
             # (an empty chart) over an axis labelled "1.000000".
             chart.plotly_chart(figures.training_curves(history, title="Training loss and validation"),
