@@ -18,7 +18,7 @@ def test_a_one_epoch_training_run_draws_its_point_on_whole_epoch_ticks(dirs: dic
     assert "train_result" in at.session_state
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     curves = next(c for c in charts if c["layout"]["title"]["text"].startswith("Training"))
-    assert {line["name"] for line in curves["data"]} == {"train loss", "val precision", "val recall"}
+    assert {line["name"] for line in curves["data"]} == {"train loss", "val loss", "val precision", "val recall"}
     assert all("markers" in line["mode"] and len(line["x"]) == 1 for line in curves["data"])
     xaxis = curves["layout"]["xaxis"]
     assert xaxis["dtick"] == 1 and xaxis["tickformat"] == "d" and xaxis["title"]["text"] == "epoch"
