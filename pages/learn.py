@@ -45,7 +45,7 @@ from dllm_viz.tasks.base import Problem
 from dllm_viz.trace import Trace
 
 GEN = 64  # the example prompt's dense answer (about 41 tokens) fits with room for its end-of-text
-EDIT_BLOCK = 32  # aligned blocks for chapter 6: the example prompt (44 tokens) ends inside the second one
+EDIT_BLOCK = 32  # aligned blocks for chapter 6: its example prompt (48 tokens) ends inside the second one
 
 require_app_frame()
 st.title("Learn: how a diffusion LM decodes")
@@ -53,6 +53,13 @@ chapter = str(st.segmented_control("Chapter", list(CHAPTERS), default=next(iter(
                                    key="chapter", bind="query-params"))
 adapter = current_model()
 PROMPT = next(iter(sample_prompts().values()), DEFAULT_PROMPT)
+# Chapter 6's example: a sample whose answer the bundled model gets right only with editing on (step
+# 103000: 4 edits, 8 passes, right; editing off 7 passes, wrong; step 77750 alike with 3 edits). On the
+# chapters' first sample step 103000's guesses are all kept, so there was no edit to show (step 77750
+# edited it 34 times).
+EDIT_SAMPLE = "arith-5"
+EDIT_PROMPT = sample_prompts().get(EDIT_SAMPLE, PROMPT)
+CHAPTER_PROMPT = EDIT_PROMPT if chapter.startswith("6") else PROMPT
 
 
 def own_block(model: ModelAdapter | None) -> int | None:
@@ -190,7 +197,7 @@ st.markdown(linked(CHAPTERS[chapter]))
 if OWN_BLOCK is not None and chapter in BLOCK_MODEL_NOTES:  # what the example changed on this model, and why
     st.caption(BLOCK_MODEL_NOTES[chapter].format(block=OWN_BLOCK, gen=GEN, steps=REMASKING_STEPS))
 if not chapter.startswith("5"):  # chapter 5 lets the reader pick the example
-    st.caption(f"Example prompt: {PROMPT}")
+    st.caption(f"Example prompt: {CHAPTER_PROMPT}")
 if chapter.startswith("1"):
     if (trace := first_steps(0)) is not None:
         st.html(figures.token_strip_html(trace))
@@ -285,7 +292,8 @@ else:
     editing = st.toggle("Editing on (LLaDA2's editing threshold 0.5)", value=True, key="learn_editing")
     refine, other = (Pipeline.from_names("block_refinement", "aligned", block_length=block, editing_threshold=e)
                      for e in ((0.5, 0.0) if editing else (0.0, 0.5)))
-    if (trace := example(refine)) is not None and (contrast := example(other)) is not None:
+    if (trace := example(refine, prompt=EDIT_PROMPT)) is not None and \
+            (contrast := example(other, prompt=EDIT_PROMPT)) is not None:
         events, post = trace.edit_events, trace.post_steps
         a, b, c = st.columns(3)
         a.metric("NFE", trace.nfe, border=True)
@@ -327,7 +335,8 @@ else:
                        "marked)")
         right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
     try_it(f"block_refinement on aligned blocks of {block}", rule="block_refinement", block="aligned",
-           block_length=block, **({} if editing else {"editing_threshold": 0.0}))
+           block_length=block, **({} if editing else {"editing_threshold": 0.0}),
+           **({"sample": EDIT_SAMPLE} if EDIT_PROMPT != PROMPT else {}))
 
 st.divider()
 st.subheader("Glossary")

@@ -157,6 +157,7 @@ def test_the_learn_chapter_on_block_diffusion_shows_the_edits_of_a_live_trace(
     assert any(m.value.startswith("**Output, editing off** (NFE") for m in at.markdown)  # the contrast, side by side
     link = next(lk for lk in at.get("page_link") if "block_refinement" in lk.proto.query_string)
     assert "block=aligned" in link.proto.query_string and "gen=64" in link.proto.query_string
+    assert "sample=arith-5" in link.proto.query_string  # the Decode page opens on the chapter's own example
     at.toggle(key="learn_editing").set_value(False).run()  # editing off: the same rule commits only
     assert not at.exception and {m.label: m.value for m in at.metric}["Token edits"] == "0"
     assert not any(m.value.startswith("**Edits, seen:**") for m in at.markdown)

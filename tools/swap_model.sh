@@ -6,7 +6,7 @@
 # the bundled model's tests.
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
-# are ~2 hours of two one-thread lanes that need nobody. Each step leaves a marker in RUN and is
+# are 35-45 minutes of two one-thread lanes that need nobody. Each step leaves a marker in RUN and is
 # skipped when its marker exists; a bench or calibration cut short continues from its rows
 # (--resume), so after an interruption the same command carries on. What stays by hand: merging
 # the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and

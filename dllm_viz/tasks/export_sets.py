@@ -18,6 +18,11 @@ NUM_CODE = 120
 NUM_HARD = 500
 NUM_DEMO_ARITH = 6
 NUM_DEMO_CODE = 4
+# A second breadth problem (session 44, appended so the earlier indices stay): the app's first sample
+# (app_ui.common.DEFAULT_SAMPLE), picked by id from the held-out hard set because the bundled model
+# answers it right under the Decode page's defaults in several passes a block and wrong at lower
+# thresholds, which the first breadth sample stopped doing with the step-103000 model.
+DEMO_BREADTH_2 = "hard/breadth|2x2;4x3;16 / 2 = 8;8 + 6 = 14"
 
 
 def heldout_sets() -> dict[str, list[Problem]]:
@@ -26,7 +31,8 @@ def heldout_sets() -> dict[str, list[Problem]]:
     The demo keeps its first ten (easy) prompts where they were, so links that name a sample by
     index still open the same prompt, and appends hard ones: two depth chains, a breadth problem,
     a ParallelBench shuffle and (session 18, appended so the earlier indices stay) a ParallelBench
-    copy: the pair ParallelBench contrasts, one answer (safe to commit all at once) against many.
+    copy: the pair ParallelBench contrasts, one answer (safe to commit all at once) against many; then
+    (session 44) a second breadth problem, DEMO_BREADTH_2.
     """
     arith = TASKS["arith"].generate(
         NUM_ARITH, seed=HELDOUT_SEED, split="heldout", min_ops=2, max_ops=4
@@ -39,6 +45,7 @@ def heldout_sets() -> dict[str, list[Problem]]:
     chains = [p for p in hard if p.task == "hard/chain" and p.target.count("\n") <= 7][:2]
     demo_hard = chains + [next(p for p in hard if p.task == f) for f in ("hard/breadth", "parallelbench/shuffle",
                                                                    "parallelbench/copy")]
+    demo_hard.append(next(p for p in hard if p.problem_id == DEMO_BREADTH_2))
     return {"arith_heldout": arith, "code_heldout": code, "hard_heldout": hard,
             "demo": demo_arith + demo_code + demo_hard}
 
