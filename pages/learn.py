@@ -52,13 +52,14 @@ st.title("Learn: how a diffusion LM decodes")
 chapter = str(st.segmented_control("Chapter", list(CHAPTERS), default=next(iter(CHAPTERS)), required=True,
                                    key="chapter", bind="query-params"))
 adapter = current_model()
-PROMPT = next(iter(sample_prompts().values()), DEFAULT_PROMPT)
+SAMPLES = sample_prompts()  # read once a run: the chapters' examples and chapter 6's link come from it
+PROMPT = next(iter(SAMPLES.values()), DEFAULT_PROMPT)
 # Chapter 6's example: a sample whose answer the bundled model gets right only with editing on (step
 # 103000: 4 edits, 8 passes, right; editing off 7 passes, wrong; step 77750 alike with 3 edits). On the
 # chapters' first sample step 103000's guesses are all kept, so there was no edit to show (step 77750
 # edited it 34 times).
 EDIT_SAMPLE = "arith-5"
-EDIT_PROMPT = sample_prompts().get(EDIT_SAMPLE, PROMPT)
+EDIT_PROMPT = SAMPLES.get(EDIT_SAMPLE, PROMPT)
 CHAPTER_PROMPT = EDIT_PROMPT if chapter.startswith("6") else PROMPT
 
 
@@ -336,7 +337,7 @@ else:
         right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
     try_it(f"block_refinement on aligned blocks of {block}", rule="block_refinement", block="aligned",
            block_length=block, **({} if editing else {"editing_threshold": 0.0}),
-           **({"sample": EDIT_SAMPLE} if EDIT_PROMPT != PROMPT else {}))
+           **({"sample": EDIT_SAMPLE} if EDIT_SAMPLE in SAMPLES else {}))
 
 st.divider()
 st.subheader("Glossary")

@@ -37,6 +37,7 @@ from dllm_viz.train.controller import (
     train,
     train_controller,
     tspd_sequences,
+    validation_split,
 )
 
 
@@ -95,7 +96,7 @@ def test_training_keeps_the_epoch_of_lowest_validation_loss() -> None:
     lowest = min(seen, key=lambda met: met["loss"])
     assert metrics == lowest and seen[-1]["loss"] > lowest["loss"]  # here the last epoch is not the best
     # the model is the kept epoch's: its recall, recomputed on train()'s validation split, is the reported one
-    order = np.random.default_rng(config.seed).permutation(x.shape[0])[:max(1, int(config.val_fraction * x.shape[0]))]
+    order, _ = validation_split(np.random.default_rng(config.seed), x.shape[0], config.val_fraction)
     with torch.no_grad():
         xv, yv, mv = torch.from_numpy(x[order]), torch.from_numpy(y[order]), torch.from_numpy(m[order].astype(np.bool_))
         logits = model(xv)

@@ -234,6 +234,14 @@ def _metrics(logits: torch.Tensor, y: torch.Tensor, m: torch.Tensor, threshold: 
     return {"precision": precision, "recall": recall, "positives": float(truth.sum()), "cells": float(m.sum())}
 
 
+def validation_split(rng: np.random.Generator, examples: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The validation and training example indices train() uses: `fraction` of a permutation drawn
+    from `rng` (at least one example) held out, the rest trained on."""
+    order = rng.permutation(examples)
+    n_val = max(1, int(fraction * examples))
+    return order[:n_val], order[n_val:]
+
+
 def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig, *, gate_threshold: float,
           on_epoch: Callable[[int, float, dict[str, float]], None] | None = None
           ) -> tuple[nn.Module, list[float], dict[str, float]]:
@@ -249,9 +257,7 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
     """
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    order = rng.permutation(x.shape[0])
-    n_val = max(1, int(config.val_fraction * x.shape[0]))
-    val, tr = order[:n_val], order[n_val:]
+    val, tr = validation_split(rng, x.shape[0], config.val_fraction)  # rng goes on to shuffle each epoch
     tensors = [torch.from_numpy(a) for a in (x, y, m.astype(np.bool_))]
     model: nn.Module = TspdNet(config.hidden, config.layers) if config.kind == "tspd" else FilterNet()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -265,7 +271,7 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
     losses = []
     batch = config.batch_size
     vi = torch.from_numpy(val)
-    best: tuple[float, dict[str, torch.Tensor], dict[str, float]] | None = None
+    best: tuple[dict[str, torch.Tensor], dict[str, float]] | None = None  # the kept epoch's weights and metrics
     for epoch in range(config.epochs):
         perm = tr[rng.permutation(tr.shape[0])]
         total, count = 0.0, 0
@@ -282,13 +288,13 @@ def train(x: np.ndarray, y: np.ndarray, m: np.ndarray, config: ControllerConfig,
             logits, yv, mv = model(tensors[0][vi]), tensors[1][vi], tensors[2][vi]
             val_loss = float((loss_fn(logits, yv) * mv).sum() / mv.sum().clamp(min=1))
             metrics = {**_metrics(logits, yv, mv, gate_threshold), "epoch": float(epoch + 1), "loss": val_loss}
-        if best is None or val_loss < best[0]:
-            best = (val_loss, {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics)
+        if best is None or val_loss < best[1]["loss"]:
+            best = ({k: v.detach().clone() for k, v in model.state_dict().items()}, metrics)
         if on_epoch is not None:
             on_epoch(epoch, losses[-1], metrics)
     assert best is not None  # epochs >= 1 (ControllerConfig)
-    model.load_state_dict(best[1])
-    return model, losses, best[2]
+    model.load_state_dict(best[0])
+    return model, losses, best[1]
 
 
 @dataclass(frozen=True, slots=True)
