@@ -129,15 +129,16 @@ class TestTrainTiny:
         (b"\x00garbage", "is not a readable training checkpoint (UnpicklingError"),  # a raw UnpicklingError
         (None, "is not a train-tiny checkpoint (it lacks model, optimizer, config"),  # a raw KeyError 'config'
     ])
-    def test_resume_from_a_damaged_or_foreign_checkpoint(self, content: bytes | None, needle: str, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    @pytest.mark.parametrize("flags", [[], ["--seed", "5"]])  # a flag: read first for its config alone (mapped)
+    def test_resume_from_a_damaged_or_foreign_checkpoint(self, content: bytes | None, needle: str, flags: list[str],
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         run_dir = tmp_path / "run"
         run_dir.mkdir()
         if content is None:
             torch.save({"weights": torch.zeros(2)}, run_dir / "checkpoint.pt")
         else:
             (run_dir / "checkpoint.pt").write_bytes(content)
-        status = main(["train-tiny", "--out", str(run_dir), "--resume", "--no-export"])
+        status = main(["train-tiny", "--out", str(run_dir), "--resume", "--no-export", *flags])
         one_line_error(capsys, status, needle, "another --out")
 
     def test_resume_never_runs_code_a_checkpoint_carries(self, tmp_path: Path,

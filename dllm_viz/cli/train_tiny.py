@@ -283,7 +283,7 @@ def check_kept_settings(args: argparse.Namespace, config: TrainConfig, resume: b
 
         path = Path(args.out) / CHECKPOINT_NAME
         try:
-            kept = config_from_dict(load_checkpoint(path)["config"])
+            kept = config_from_dict(load_checkpoint(path, mapped=True)["config"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"--resume: the configuration in {path} cannot be read ({type(exc).__name__}: {exc}); "
                              "start a new run with another --out") from None

@@ -74,11 +74,25 @@ def save_checkpoint(
     tmp.replace(path)
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
+def _read(path: Path, mapped: bool) -> Any:
+    """torch.load, weights only; a file that cannot be memory-mapped is read again unmapped, whose
+    error says what is wrong with it (mapping a damaged file only says it is not a zip archive)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
+    except Exception:
+        if not mapped:
+            raise
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_checkpoint(path: Path, *, mapped: bool = False) -> dict[str, Any]:
     """Read a checkpoint written by `save_checkpoint`.
 
     Read with torch's weights-only unpickler: a checkpoint is only tensors and plain dicts, lists
     and numbers, and a full unpickle would run whatever code a .pt file someone shared carries.
+    `mapped` memory-maps the tensors instead of reading them: a caller that only wants the
+    configuration (train-tiny's check of the flags a resume would ignore) then reads the small
+    pickle, not the tens of MB of weights and optimizer state that training reads again after it.
 
     Raises:
         FileNotFoundError: naming the missing path and the fix.
@@ -90,7 +104,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"--resume: no checkpoint at {path}; start without --resume")
     fix = "start a new run with another --out, or restore the checkpoint from a backup"
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        saved = _read(path, mapped)
     except pickle.UnpicklingError as exc:
         why = _refusal(exc)
         if "GLOBAL" in why:  # a class or function to import: running code is how this file loads
