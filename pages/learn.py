@@ -60,6 +60,7 @@ PROMPT = next(iter(SAMPLES.values()), DEFAULT_PROMPT)
 # edited it 34 times).
 EDIT_SAMPLE = "arith-5"
 EDIT_PROMPT = SAMPLES.get(EDIT_SAMPLE, PROMPT)
+EDIT_LINK = {"sample": EDIT_SAMPLE} if EDIT_SAMPLE in SAMPLES else {}  # the Decode page opens on it where it exists
 CHAPTER_PROMPT = EDIT_PROMPT if chapter.startswith("6") else PROMPT
 
 
@@ -336,8 +337,7 @@ else:
                        "marked)")
         right.html(diff_html(figures.output_text(trace), figures.output_text(contrast)))
     try_it(f"block_refinement on aligned blocks of {block}", rule="block_refinement", block="aligned",
-           block_length=block, **({} if editing else {"editing_threshold": 0.0}),
-           **({"sample": EDIT_SAMPLE} if EDIT_SAMPLE in SAMPLES else {}))
+           block_length=block, **({} if editing else {"editing_threshold": 0.0}), **EDIT_LINK)
 
 st.divider()
 st.subheader("Glossary")

@@ -77,12 +77,12 @@ def save_checkpoint(
 def _read(path: Path, mapped: bool) -> Any:
     """torch.load, weights only; a file that cannot be memory-mapped is read again unmapped, whose
     error says what is wrong with it (mapping a damaged file only says it is not a zip archive)."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
-    except Exception:
-        if not mapped:
-            raise
-        return torch.load(path, map_location="cpu", weights_only=True)
+    if mapped:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception:  # read it unmapped below: that error is the one to show
+            pass
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def load_checkpoint(path: Path, *, mapped: bool = False) -> dict[str, Any]:
