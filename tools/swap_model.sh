@@ -6,7 +6,8 @@
 # the bundled model's tests.
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
-# are 35-45 minutes of two one-thread lanes that need nobody. Each step leaves a marker in RUN and is
+# are 35-45 minutes of two one-thread lanes that need nobody (the nine-layer model: 74 minutes, then 23 for
+# the long chains' lanes, session 48). Each step leaves a marker in RUN and is
 # skipped when its marker exists; a bench or calibration cut short continues from its rows
 # (--resume), so after an interruption the same command carries on. What stays by hand: merging
 # the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
@@ -77,7 +78,8 @@ step controller_tspd controller tspd &
 step controller_learn2pd controller learn2pd &
 wait
 
-# Item 5 (BENCHMARKS.md "Summary: the hard split", session 18's command), one family a lane.
+# Item 5 (BENCHMARKS.md "Summary: the hard split", session 18's command), one family a lane, then the long
+# chains.
 ITEM5=(--model tiny --gen-length 256 --block-length 32 --threads 1
        --policies 'dense,threshold,cora,cora+kalman,threshold+kalman,tspd,tspd+kalman,adablock+threshold,threshold+dual'
        --sweep 'threshold(threshold=0.5:0.99:6)')
@@ -87,6 +89,20 @@ wait
 [[ -f "$RUN/item5_chain.done" && -f "$RUN/item5_breadth.done" ]] && step item5_summary \
     joined item5 "$RUN/item5_chain.csv" "$RUN/item5_breadth.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth \
     --n "$N_HARD" --plot "$RUN/item5_frontier.html"
+# The long chains (depth at length, in the split's mix since session 48), half the problems a lane: on
+# their own (RUN/item5_long.summary) and with the two families above (RUN/item5_all.summary), so that
+# item 5 reads both over the 200 problems every earlier model was measured on and over all three.
+HALF_HARD=$((N_HARD / 2))
+step item5_long_0 bench_into "$RUN/item5_long_0.csv" "${ITEM5[@]}" --tasks hard/long --n "$HALF_HARD" &
+step "item5_long_$HALF_HARD" bench_into "$RUN/item5_long_$HALF_HARD.csv" "${ITEM5[@]}" --tasks hard/long \
+    --skip "$HALF_HARD" --n "$((N_HARD - HALF_HARD))" &
+wait
+[[ -f "$RUN/item5_long_0.done" && -f "$RUN/item5_long_$HALF_HARD.done" ]] && step item5_long_summary \
+    joined item5_long "$RUN/item5_long_0.csv" "$RUN/item5_long_$HALF_HARD.csv" "${ITEM5[@]}" --tasks hard/long \
+    --n "$N_HARD"
+[[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step item5_all_summary \
+    joined item5_all "$RUN/item5.csv" "$RUN/item5_long.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth,hard/long \
+    --n "$N_HARD" --plot "$RUN/item5_all_frontier.html"
 # Item 5's dense rows alone, the bundled model's rows a candidate is paired with (tools/judge_candidate.sh
 # ITEM5=1, training/bundled_bench/README.md): copied there by hand with the rest.
 dense_rows() {
