@@ -3,7 +3,7 @@
 A forward pass of a small model is a few milliseconds of arithmetic split into many tiny ops;
 with 2+ intra-op threads on a shared, busy machine every op waits for the thread that was
 descheduled, and the waits dominate. Measured on the 2-core project machine with a training
-job beside it (BENCHMARKS.md, "thread policy"): the bundled 3M-parameter model's pass at gen
+job beside it (BENCHMARKS.md, "thread policy"): the six-layer 3M-parameter model bundled then: its pass at gen
 128 took 16-23 ms with one thread and 130-250 ms (max 770 ms) with two. A large model (LLaDA-8B
 on a CPU) is arithmetic-bound, where more threads do pay, so it keeps torch's default.
 This module only picks and applies the number; callers (the app, the CLI) decide when.
