@@ -55,6 +55,17 @@ joined() {
     local name=$1 first=$2 second=$3; shift 3
     merge_rows "$RUN/$name.csv" "$first" "$second" && summarise_rows "$RUN/$name.csv" "$@" > "$RUN/$name.summary"
 }
+# in_halves <name> <n> <bench options...>: the options' problems 0..n-1 benched in two one-thread lanes
+# (steps <name>_0 and <name>_<n/2>, into RUN/<name>_0.csv and RUN/<name>_<n/2>.csv), then joined into
+# RUN/<name>.csv and summarised (step <name>_summary) once both are done.
+in_halves() {
+    local name=$1 n=$2 half=$(($2 / 2)); shift 2
+    step "${name}_0" bench_into "$RUN/${name}_0.csv" "$@" --n "$half" &
+    step "${name}_$half" bench_into "$RUN/${name}_$half.csv" "$@" --skip "$half" --n "$((n - half))" &
+    wait
+    [[ -f "$RUN/${name}_0.done" && -f "$RUN/${name}_$half.done" ]] && step "${name}_summary" \
+        joined "$name" "$RUN/${name}_0.csv" "$RUN/${name}_$half.csv" "$@" --n "$n"
+}
 
 if [[ -n "${CANDIDATE:-}" ]]; then
     [[ -f "$CANDIDATE/model.safetensors" ]] || { log "CANDIDATE=$CANDIDATE holds no model.safetensors"; exit 2; }
@@ -92,14 +103,7 @@ wait
 # The long chains (depth at length, in the split's mix since session 48), half the problems a lane: on
 # their own (RUN/item5_long.summary) and with the two families above (RUN/item5_all.summary), so that
 # item 5 reads both over the 200 problems every earlier model was measured on and over all three.
-HALF_HARD=$((N_HARD / 2))
-step item5_long_0 bench_into "$RUN/item5_long_0.csv" "${ITEM5[@]}" --tasks hard/long --n "$HALF_HARD" &
-step "item5_long_$HALF_HARD" bench_into "$RUN/item5_long_$HALF_HARD.csv" "${ITEM5[@]}" --tasks hard/long \
-    --skip "$HALF_HARD" --n "$((N_HARD - HALF_HARD))" &
-wait
-[[ -f "$RUN/item5_long_0.done" && -f "$RUN/item5_long_$HALF_HARD.done" ]] && step item5_long_summary \
-    joined item5_long "$RUN/item5_long_0.csv" "$RUN/item5_long_$HALF_HARD.csv" "${ITEM5[@]}" --tasks hard/long \
-    --n "$N_HARD"
+in_halves item5_long "$N_HARD" "${ITEM5[@]}" --tasks hard/long
 [[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step item5_all_summary \
     joined item5_all "$RUN/item5.csv" "$RUN/item5_long.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth,hard/long \
     --n "$N_HARD" --plot "$RUN/item5_all_frontier.html"
@@ -135,12 +139,7 @@ fi
 # half the problems a lane.
 EASY=(--model tiny --tasks arith --gen-length 128 --block-length 32 --threads 1
       --policies dense,threshold,tspd,learn2pd)
-HALF=$((N_EASY / 2))
-step easy_0 bench_into "$RUN/easy_0.csv" "${EASY[@]}" --n "$HALF" &
-step "easy_$HALF" bench_into "$RUN/easy_$HALF.csv" "${EASY[@]}" --skip "$HALF" --n "$HALF" &
-wait
-[[ -f "$RUN/easy_0.done" && -f "$RUN/easy_$HALF.done" ]] && step easy_summary \
-    joined easy "$RUN/easy_0.csv" "$RUN/easy_$HALF.csv" "${EASY[@]}" --n "$N_EASY"
+in_halves easy "$N_EASY" "${EASY[@]}"
 
 # ParallelBench against its closed forms (BENCHMARKS.md), then the bundled model's own tests.
 curves() {
