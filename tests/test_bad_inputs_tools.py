@@ -154,6 +154,28 @@ def test_summary_says_a_directory_is_one(tmp_path: Path) -> None:
         tool("bench_summary").main([str(tmp_path)])
 
 
+# --- tools/chain_errors.py --------------------------------------------------------------------------
+
+
+def test_chain_errors_says_when_no_row_is_a_worked_chain(tmp_path: Path) -> None:
+    """Was not there: without this, a file of breadth or list rows would print a table of zeros."""
+    path = write_bench(tmp_path / "rows.csv", run_rows(["hard/breadth|2x3;2x2"]))
+    with pytest.raises(SystemExit, match=r"rows.csv: no rows of a worked-chain task .*nothing to classify"):
+        tool("chain_errors").main([str(path)])
+
+
+def test_chain_errors_counts_the_role_of_each_wrong_answers_first_error(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    chain = "hard/long|3 * 4 = 12;12 / 3 = 4;4 * 2 = 8"
+    rows = [row("dense", chain, completion="3 * 4 = 12\n12 / 3 = 4\n4 * 2 = 8\n#### 8"),
+            row("threshold", chain, correct=False, completion="3 * 4 = 12\n12 / 3 = 5\n5 * 2 = 10\n#### 10"),
+            row("dense", "hard/breadth|2x3;2x2"), row("threshold", "hard/breadth|2x3;2x2", correct=False)]
+    table = tool("chain_errors").error_table(tool("bench_summary").bench_rows(write_bench(tmp_path / "rows.csv", rows)))
+    assert table.loc["dense", ["chains", "wrong"]].tolist() == [1, 0]
+    assert table.loc["threshold", ["chains", "wrong", "result", "format"]].tolist() == [1, 1, 1, 0]
+    assert table.loc["threshold", "mean_place"] == pytest.approx(1 / 3)  # line 1 of 0..3 (3: the answer line)
+
+
 # --- tools/merge_bench.py ---------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dllm_viz.tasks import HARD_FAMILIES, TASKS, get_task
+from dllm_viz.tasks.arith import first_wrong_number, worked_target
 from dllm_viz.tasks.base import split_of
 from dllm_viz.tasks.hard import BreadthTask, ChainTask, wrong_lines
 from dllm_viz.tasks.parallelbench import (
@@ -314,3 +315,37 @@ def test_the_committed_prompt_sets_are_what_the_generators_make() -> None:
 
     for name, problems in heldout_sets().items():
         assert load_problems(SAMPLE_DIR / f"{name}.jsonl") == problems, name
+
+
+SOLUTION = "3 * 4 = 12\n12 / 3 = 4\n4 * 2 = 8\n#### 8"
+
+
+@pytest.mark.parametrize(("completion", "found"), [
+    (SOLUTION, None),
+    (SOLUTION + "\n", None),
+    ("3 * 5 = 15\n15 / 3 = 5\n5 * 2 = 10\n#### 10", ("operand", 0)),  # the first line's step misread
+    ("3 * 4 = 12\n12 - 3 = 9\n9 * 2 = 18\n#### 18", ("op", 1)),
+    ("3 * 4 = 12\n12 / 2 = 6\n6 * 2 = 12\n#### 12", ("operand", 1)),
+    ("3 * 4 = 12\n12 / 3 = 5\n5 * 2 = 10\n#### 10", ("result", 1)),
+    ("3 * 4 = 12\n13 / 3 = 4\n4 * 2 = 8\n#### 8", ("carry", 1)),
+    ("4 * 4 = 16\n16 / 4 = 4\n4 * 2 = 8\n#### 8", ("start", 0)),
+    ("3 * 4 = 12\n12 / 3 = 4\n4 * 2 = 8\n#### 9", ("final", 3)),
+    ("3 * 4 = 12\n12 / 3 = 4 4 * 2 = 8\n#### 8", ("format", 1)),  # two lines run together
+    ("3 * 4 = 12\n12 / 3 = 4\n#### 4", ("format", 2)),  # a line left out
+    ("3 * 4 = 12\n12 / 3 = 4", ("format", 2)),  # cut short
+    ("3 * 4 = 12\n12 / 3 = 4\n4 * 2 = 8\n8 - 1 = 7\n#### 7", ("format", 3)),  # a line too many
+    (SOLUTION + "\n1 + 1 = 2", ("format", 4)),  # runs on after its answer
+])
+def test_first_wrong_number_names_the_number_that_broke_first(completion: str,
+                                                               found: tuple[str, int] | None) -> None:
+    assert first_wrong_number(SOLUTION, completion) == found
+
+
+def test_worked_target_inverts_the_ids_of_worked_chains_only() -> None:
+    for task in ("hard/chain", "hard/long", "arith"):
+        for problem in get_task(task).generate(5, seed=3, split="heldout"):
+            assert worked_target(problem.problem_id) == problem.target
+            assert first_wrong_number(problem.target, problem.target) is None
+    for problem in get_task("hard/breadth").generate(5, seed=3, split="heldout"):
+        assert worked_target(problem.problem_id) is None
+    assert worked_target("hard/long|") is None and worked_target("no bar") is None

@@ -157,6 +157,47 @@ def solution_roles(target: str) -> dict[int, str]:
     return roles
 
 
+def first_wrong_number(target: str, completion: str) -> tuple[str, int] | None:
+    """(role, line) of the first number of `completion` that differs from the worked solution `target`.
+
+    Why: a wrong chain answer says where decoding went wrong only in which number broke first: an
+    operator or operand read from the prompt ("op", "operand": the line's step was copied from the
+    wrong place), a line's left number ("carry": the result above carried wrong), or a number it
+    computes ("result", "final"). The role is one of SOLUTION_ROLES, or "format" when the line there
+    is not a worked line (two lines run together, the answer ended early or ran on); the line is
+    its index in `target` (len(target's lines) for text after the whole solution). None when the
+    completion's lines are the solution's.
+    """
+    mine = completion.strip().split("\n")
+    solution = target.split("\n")
+    for index, line in enumerate(solution):
+        if index >= len(mine):
+            return "format", index
+        match, wanted = _SOLUTION_LINE.fullmatch(mine[index].strip()), _SOLUTION_LINE.fullmatch(line)
+        if wanted is None:  # the `#### answer` line
+            if mine[index].strip() != line:
+                return ("final" if mine[index].startswith("####") else "format"), index
+            continue
+        if match is None:
+            return "format", index
+        roles = ("start" if index == 0 else "carry", "op", "operand", "result")
+        for group, role in enumerate(roles, start=1):
+            if match[group] != wanted[group]:
+                return role, index
+    return ("format", len(solution)) if len(mine) > len(solution) else None
+
+
+def worked_target(problem_id: str) -> str | None:
+    """The worked solution of a problem whose id lists its lines (`_worked`'s ids: arith, hard/chain,
+    hard/long), or None for any other id."""
+    _, _, body = problem_id.partition("|")
+    lines = body.split(";")
+    last = _SOLUTION_LINE.fullmatch(lines[-1])
+    if last is None or not all(_SOLUTION_LINE.fullmatch(line) for line in lines):
+        return None
+    return "\n".join([*lines, f"#### {last[4]}"])
+
+
 def check_arith_knobs(
     min_ops: int, max_ops: int, max_operand: int, max_result: int, max_multiplier: int
 ) -> None:
