@@ -155,3 +155,40 @@ def test_an_answer_longer_than_the_canvas_is_flagged_cut_off(bundled) -> None:
     summary = pd.DataFrame({"cut_off": [2, 0], "n": [5, 5]}, index=["dense", "threshold"])
     assert "(dense 2 of 5)" in str(cut_off_warning(summary))
     assert cut_off_warning(summary.assign(cut_off=0)) is None
+
+
+def test_cache_drift_compares_cached_passes_with_full_ones_until_the_decodes_part(bundled: ModelAdapter) -> None:
+    """tools/cache_drift.py: until the decodes part both passes of a step see one canvas, so the
+    confidence change is the cache's alone (the bundled model: a random one's confidences are all ~1/V)."""
+    import numpy as np
+
+    from dllm_viz.bench import parse_config
+    from dllm_viz.cache_modes import PASS_KINDS
+
+    drift = tool("cache_drift")
+    config = DecodeConfig(gen_length=64)
+    uncached = parse_config("threshold", {"block_length": 32})
+    cached = parse_config("threshold+dual", {"block_length": 32})
+    problems = heldout_problems("hard/chain", 3)
+    parted_once = False
+    for problem in problems:
+        _, plain = run_problem(bundled, problem, uncached, config)
+        _, again = run_problem(bundled, problem, uncached, config)
+        same = drift.drift(plain, again, "dual_cached")  # no cached pass, nothing parts
+        assert same.deltas.size == 0 and same.parted_step is None and same.parted_confidences is None
+        _, fast = run_problem(bundled, problem, cached, config)
+        found = drift.drift(plain, fast, "dual_cached")
+        assert np.all((found.deltas >= 0) & (found.deltas <= 1))
+        steps = min(plain.num_steps, fast.num_steps)
+        differ = np.flatnonzero((plain.tokens[1 : steps + 1] != fast.tokens[1 : steps + 1]).any(axis=1))
+        if found.parted_step is None:
+            assert differ.size == 0
+        else:  # the first step after which the canvases differ: a cached pass (full ones saw the same canvas)
+            parted_once = True
+            assert found.parted_step == differ[0]
+            assert fast.pass_kind[found.parted_step] == PASS_KINDS.index("dual_cached")
+            assert found.parted_confidences is not None and all(0 <= c <= 1 for c in found.parted_confidences)
+    assert parted_once, "the dual cache never changed a commit on these problems: pick ones where it does"
+    assert drift.report("hard/chain", [found], 1).startswith("hard/chain: 1 problems, same output 1")
+    with pytest.raises(ValueError, match="same prompt"):
+        drift.drift(plain, run_problem(bundled, problems[0], uncached, config)[1], "dual_cached")  # plain: the last
