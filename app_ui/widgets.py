@@ -22,12 +22,15 @@ from dllm_viz.cache_modes import CACHE_MODES
 from dllm_viz.engine import check_geometry
 from dllm_viz.explain import cache_help, component_help, knob_help
 from dllm_viz.models import ModelAdapter
-from dllm_viz.models.families import calibrated_points
+from dllm_viz.models.families import FAMILIES, calibrated_points
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS, Pipeline
 from dllm_viz.policies.defaults import BIDIRECTIONAL, PolicyDefaults, calibrated_options, policy_defaults
 from dllm_viz.policies.knobs import Knob, knobs, parse_strings
 
 GEN_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
+# A unit knob's slider moves in these steps (and shows two decimals): a value between two of them,
+# such as a family's calibrated 0.995, would be shown rounded and lost on the first drag.
+SLIDER_STEP = 0.01
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,18 @@ def _start(spec: Knob) -> Any:
 
 def _is_slider(spec: Knob) -> bool:
     """A float with a value (required, or family-calibrated) whose range lies in [0, 1] and whose
-    starting value sits on the slider's 0.01 grid."""
+    every starting value sits on the slider's grid: its own, and each model family's calibrated
+    point for it (the tiny family's CORA delta_p 0.995 makes delta_p a number input everywhere, so
+    a form never changes kind of widget with the loaded model)."""
     start = _start(spec)
     if spec.kind is not float or start is None or spec.range is None or not spec.range.is_unit:
         return False
-    return abs(round(float(start), 2) - float(start)) < 1e-12
+    points = [values[spec.name] for family in FAMILIES for values in family.points.values() if spec.name in values]
+    return all(_on_grid(float(value)) for value in [start, *points])
+
+
+def _on_grid(value: float) -> bool:
+    return abs(round(value / SLIDER_STEP) * SLIDER_STEP - value) < 1e-9
 
 
 def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], list[str]] | None = None,
@@ -101,7 +111,7 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
             extra["help"] += ". Trained here: " + ", ".join(known[:3])
         return box.text_input(label, **initial(value=str(spec.default)), **extra)
     if _is_slider(spec):
-        return box.slider(label, *_slider_ends(spec), step=0.01, **initial(value=float(first)), **extra)
+        return box.slider(label, *_slider_ends(spec), step=SLIDER_STEP, **initial(value=float(first)), **extra)
     bounds = _bounds(spec)
     if spec.kind is float:
         return box.number_input(label, **initial(value=None if first is None else float(first)), format="%.4g",
@@ -113,16 +123,16 @@ def field_widget(spec: Knob, key: str, *, bind: bool, weights: Callable[[str], l
 
 
 def _slider_ends(spec: Knob) -> tuple[float, float]:
-    """A unit slider's ends, one 0.01 step inside an open end of the knob's range: a slider that
+    """A unit slider's ends, one step inside an open end of the knob's range: a slider that
     reached a value the rule always refuses (threshold 0) offered an error as a setting. A link
     with such a value is then named by the link warning (url_params), as any unusable value is."""
     rng = spec.range
     low = 0.0 if rng is None or rng.low is None else float(rng.low)
     high = 1.0 if rng is None or rng.high is None else float(rng.high)
     if rng is not None and not rng.low_closed:
-        low = round(low + 0.01, 2)
+        low = round(low + SLIDER_STEP, 10)
     if rng is not None and not rng.high_closed:
-        high = round(high - 0.01, 2)
+        high = round(high - SLIDER_STEP, 10)
     return low, high
 
 

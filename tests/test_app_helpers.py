@@ -213,3 +213,19 @@ def test_rules_that_draw_their_own_candidates_are_not_replayable(dense: Trace) -
     assert {name for name, cls in RULES.items() if not replayable(cls)} == {"block_refinement"}
     with pytest.raises(ValueError, match="decode it for real"):
         replay(dense, Pipeline.from_names("block_refinement", "fixed", block_length=16))
+
+
+def test_a_unit_knob_is_a_slider_only_where_every_familys_point_sits_on_its_grid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slider in 0.01 steps shows 0.995 as 0.99 or 1.00 and loses it on the first drag (the tiny
+    family's CORA delta_p since session 49), so such a knob is a number input for every model."""
+    from app_ui import widgets
+    from dllm_viz.models import families
+    from dllm_viz.policies import BLOCKS, RULES
+
+    delta_p = next(spec for spec in knobs(RULES["cora"]) if spec.name == "delta_p")
+    tau_d = next(spec for spec in knobs(BLOCKS["adablock"]) if spec.name == "delimiter_threshold")
+    for point, slider in ((0.995, False), (0.99, True)):
+        points = {"cora": {"delta_p": point, "m": 1}, "adablock": {"delimiter_threshold": 0.9}}
+        monkeypatch.setattr(widgets, "FAMILIES", tuple(replace(f, points=points) for f in families.FAMILIES))
+        assert widgets._is_slider(delta_p) is slider and widgets._is_slider(tau_d)

@@ -7,7 +7,7 @@
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
 # are 35-45 minutes of two one-thread lanes that need nobody (the nine-layer model: 74 minutes, then 23 for
-# the long chains' lanes, session 48). Each step leaves a marker in RUN and is
+# the long chains' lanes, session 48; the three-family calibrations since session 49 add ~40). Each step leaves a marker in RUN and is
 # skipped when its marker exists; a bench or calibration cut short continues from its rows
 # (--resume), so after an interruption the same command carries on. What stays by hand: merging
 # the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
@@ -117,20 +117,22 @@ dense_rows() {
 }
 [[ -f "$RUN/item5_summary.done" ]] && step bundled_rows dense_rows
 
-# The calibrations (docs/TESTBED.md, "Recalibrating a family default"): dense from item 5's rows,
-# so each measures its grid points only.
+# The calibrations (docs/TESTBED.md, "Recalibrating a family default"): on the three families of item
+# 5 (the long chains since session 49), dense from item 5's rows of all three, so each measures its grid
+# points only.
 calibrate() {
     local policy=$1 grid=$2 name=$3 resume=() half=$((N_HARD / 2))
     [[ -f "$RUN/${name}_rows.jsonl" ]] && resume=(--resume)
     rm -f "$RUN/$name.json"  # written at the end only; a run cut short left none, a finished one is marked done
-    python -m dllm_viz calibrate --model tiny --policy "$policy" --grid "$grid" --tasks hard/chain,hard/breadth \
-        --n "$half" --check-n "$half" --gen-length 256 --block-length 32 --threads 1 --dense-rows "$RUN/item5.csv" \
-        --rows "$RUN/${name}_rows.jsonl" --out "$RUN/$name.json" "${resume[@]}"
+    python -m dllm_viz calibrate --model tiny --policy "$policy" --grid "$grid" \
+        --tasks hard/chain,hard/breadth,hard/long --n "$half" --check-n "$half" --gen-length 256 --block-length 32 \
+        --threads 1 --dense-rows "$RUN/item5_all.csv" --rows "$RUN/${name}_rows.jsonl" --out "$RUN/$name.json" \
+        "${resume[@]}"
 }
-if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_summary.done" ]]; then
-    step calibrate_cora calibrate cora 'delta_p=0.9,0.95,0.97;m=1,2' cora_calibration &
-    { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.3,0.5,0.7,0.9' \
-        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.5,0.55,0.6,0.65,0.7' \
+if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_all_summary.done" ]]; then
+    step calibrate_cora calibrate cora 'delta_p=0.97,0.99,0.995,0.999;m=1,2' cora_calibration &
+    { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.5,0.9' \
+        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.5,0.6,0.7,0.8,0.9' \
         tspd_calibration; } &
     wait
 fi

@@ -145,7 +145,7 @@ def test_a_shareable_url_sets_the_widgets(page: Any, app_url: str) -> None:
     from playwright.sync_api import expect
 
     open_page(page, f"{app_url}/?rule=cora&delta_p=0.5&m=1&ce=true&{FAST}", "run")
-    assert slider_value(page, "delta_p") == "0.5"
+    assert page.locator(".st-key-delta_p input").input_value() == "0.5"
     assert page.locator(".st-key-m input").input_value() == "1"
     expect(page.locator(".st-key-rule [role='radio'][aria-checked='true']")).to_have_text("cora")
     expect(page.locator(".st-key-ce input[type='checkbox']")).to_be_checked()
