@@ -52,12 +52,8 @@ def block_passes(trace: Trace, block_length: int) -> tuple[list[int], list[int]]
 def main(argv: list[str] | None = None) -> int:
     """Print the per-block passes and redundant refinement shares of one policy."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny")
-    parser.add_argument("--policy", default="threshold(threshold=0.9)", help="a bench configuration")
-    parser.add_argument("--n", type=int, default=100, help="held-out problems per family (default 100)")
-    parser.add_argument("--tasks", default="hard/chain,hard/breadth")
-    parser.add_argument("--gen-length", type=int, default=256)
-    parser.add_argument("--block-length", type=int, default=32)
+    add_decode_options(parser, policy="threshold(threshold=0.9)", policy_help="a bench configuration", n=100,
+                       tasks="hard/chain,hard/breadth")
     args = parser.parse_args(argv)
     pipeline, config, problems = checked(args)
     torch.set_num_threads(1)  # one process a core, as the bench's `--threads 1`
@@ -82,6 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"redundant refinement: all positions {np.mean(redundant):.3f} (of which the end-of-text tail "
           f"{np.mean(tail):.3f}), answer positions {np.mean(redundant_answer):.3f}")
     return 0
+
+
+def add_decode_options(parser: argparse.ArgumentParser, *, policy: str, policy_help: str, n: int, tasks: str) -> None:
+    """The options `checked` reads (the model, one configuration, held-out problems, the canvas)."""
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--policy", default=policy, help=policy_help)
+    parser.add_argument("--n", type=int, default=n, help=f"held-out problems per task (default {n})")
+    parser.add_argument("--tasks", default=tasks)
+    parser.add_argument("--gen-length", type=int, default=256)
+    parser.add_argument("--block-length", type=int, default=32)
 
 
 def checked(args: argparse.Namespace) -> tuple[Pipeline, DecodeConfig, list[Problem]]:

@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from block_passes import checked  # tools/ is not a package: found through sys.path
+from block_passes import add_decode_options, checked  # tools/ is not a package: found through sys.path
 from model_arg import load_or_exit
 
 from dllm_viz.bench import parse_config
@@ -96,13 +96,9 @@ def report(task: str, drifts: list[Drift], same_output: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="tiny")
-    parser.add_argument("--policy", default="threshold", help="the uncached configuration (default threshold)")
+    add_decode_options(parser, policy="threshold", policy_help="the uncached configuration (default threshold)",
+                       n=20, tasks="hard/chain,hard/breadth,hard/long")
     parser.add_argument("--cache", default="dual", choices=APPROXIMATE, help="the approximate cache (default dual)")
-    parser.add_argument("--n", type=int, default=20, help="held-out problems per task (default 20)")
-    parser.add_argument("--tasks", default="hard/chain,hard/breadth,hard/long")
-    parser.add_argument("--gen-length", type=int, default=256)
-    parser.add_argument("--block-length", type=int, default=32)
     args = parser.parse_args(argv)
     uncached, config, problems = checked(args)
     if uncached.cache != "none":
