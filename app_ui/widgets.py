@@ -60,8 +60,8 @@ def _start(spec: Knob) -> Any:
 def _is_slider(spec: Knob) -> bool:
     """A float with a value (required, or family-calibrated) whose range lies in [0, 1] and whose
     every starting value sits on the slider's grid: its own, and each model family's calibrated
-    point for it (the tiny family's CORA delta_p 0.995 makes delta_p a number input everywhere, so
-    a form never changes kind of widget with the loaded model)."""
+    point for it (one family's delta_p of 0.995 makes delta_p a number input for every model, so a
+    form never changes kind of widget with the loaded model)."""
     start = _start(spec)
     if spec.kind is not float or start is None or spec.range is None or not spec.range.is_unit:
         return False

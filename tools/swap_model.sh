@@ -7,10 +7,10 @@
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
 # are 35-45 minutes of two one-thread lanes that need nobody (the nine-layer model: 74 minutes, then 23 for
-# the long chains' lanes, session 48; the three-family calibrations since session 49 add ~40). Each step leaves a marker in RUN and is
-# skipped when its marker exists; a bench or calibration cut short continues from its rows
-# (--resume), so after an interruption the same command carries on. What stays by hand: merging
-# the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
+# the long chains' lanes, session 48; the three-family calibrations since session 49 add ~40). Each step
+# leaves a marker in RUN and is skipped when its marker exists; a bench or calibration cut short
+# continues from its rows (--resume), so after an interruption the same command carries on. What stays
+# by hand: merging the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
 # docs/TESTBED.md, the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
 # says whether the old ones still hold), and RUN/bundled_bench/* (the new model's dense rows on item
 # 5) over training/bundled_bench/'s, which the next candidates are paired with.
