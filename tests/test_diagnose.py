@@ -16,9 +16,11 @@ from dllm_viz.train.diagnose import (
     EOS_TAIL,
     binding_accuracy,
     format_binding,
+    format_last_lines,
     format_lines,
     format_onehop,
     format_table,
+    last_line_accuracy,
     line_accuracy,
     onehop_accuracy,
     role_accuracy,
@@ -147,6 +149,41 @@ def test_the_by_line_table_finds_the_line_where_a_model_starts_to_fail(
     assert "no worked lines" in format_lines([])
 
 
+def test_the_last_lines_table_says_what_the_answer_line_gives_the_last_lines(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    adapter = load(str(tiny_dir), device="cpu")
+    problems = heldout_problems("hard/long", 2) + heldout_problems("hard/chain", 2)
+    vocab, eos, mask = adapter.info.vocab_size, adapter.info.eos_token_id, adapter.info.mask_token_id
+    truth, answer_at = {}, {}
+    for p in problems:
+        key = tuple(adapter.encode_prompt(p.prompt))
+        truth[key] = token_roles(adapter, p.target)[0] + [eos] * EOS_TAIL
+        offsets = adapter.tokenizer(p.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        answer_at[key] = next(i for i, (start, _) in enumerate(offsets) if start >= p.target.rindex("####"))
+
+    def needs_the_answer(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
+        """Right everywhere while the `####` line is visible, [MASK] everywhere once it is masked."""
+        key = next(key for key in truth if tuple(tokens[: len(key)].tolist()) == key)
+        visible = int(tokens[len(key) + answer_at[key]]) != mask
+        out = truth[key] if visible else [mask] * len(truth[key])
+        return torch.nn.functional.one_hot(torch.tensor(out), vocab).float()
+
+    monkeypatch.setattr(adapter, "logits", needs_the_answer)
+    rows = last_line_accuracy(adapter, problems)
+    assert [(r.task, r.from_end) for r in rows] == [("hard/long", 0), ("hard/long", 1), ("hard/long", 2),
+                                                    ("hard/chain", 0), ("hard/chain", 1), ("hard/chain", 2)]
+    assert all(r.masked == (0, 2) and r.answer_visible == (2, 2) for r in rows)
+    table = format_last_lines(rows)
+    assert "| last lines, operation | last | 1 before last | 2 before last |" in table
+    assert "| hard/long, answer line masked | 0.00 (2) |" in table
+    assert "| hard/chain, answer line visible | 1.00 (2) |" in table
+    assert [r.from_end for r in last_line_accuracy(adapter, problems, lines=1)] == [0, 0]
+    with pytest.raises(ValueError, match="lines"):
+        last_line_accuracy(adapter, problems, lines=0)
+    assert last_line_accuracy(adapter, []) == [] and "no worked lines" in format_last_lines([])
+
+
 def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "--model", str(tiny_dir), "--device", "cpu", "--n", "3", "--ratios", "0.5",
                  "--list-n", "1", "--lines-n", "1"]) == 0
@@ -156,3 +193,4 @@ def test_diagnose_cli_prints_the_role_table(tiny_dir: Path, capsys: pytest.Captu
     assert "| one-hop result |" in out and "| all |" in out and "| drill result |" in out
     assert "| carried lines |" in out and "| chained drill, carried lines |" in out
     assert "| hard/chain operation |" in out and "| hard/long result |" in out and "| 21-24 |" in out
+    assert "| last lines, operation | last |" in out and "| hard/long, answer line visible |" in out

@@ -35,8 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="held-out problems per ParallelBench list operation for the binding table "
                              "(default 30; 0 leaves the table out)")
     parser.add_argument("--lines-n", type=int, default=20,
-                        help="held-out problems of each of hard/chain and hard/long for the by-line table "
-                             "(default 20; 0 leaves the table out)")
+                        help="held-out problems of each of hard/chain and hard/long for the by-line table and "
+                             "the last-lines table (the last 3 lines' operations with the `####` answer line "
+                             "masked and visible) (default 20; 0 leaves both out)")
     add_model_options(parser)
     parser.set_defaults(func=run)
 
@@ -92,9 +93,11 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(format_binding(binding_accuracy(adapter, lists)))
     if args.lines_n:
-        from dllm_viz.train.diagnose import format_lines, line_accuracy
+        from dllm_viz.train.diagnose import format_last_lines, format_lines, last_line_accuracy, line_accuracy
 
         chains = [p for task in LINE_TASKS for p in heldout_problems(task, args.lines_n)]
         print()
         print(format_lines(line_accuracy(adapter, chains)))
+        print()
+        print(format_last_lines(last_line_accuracy(adapter, chains)))
     return 0

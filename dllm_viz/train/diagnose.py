@@ -15,7 +15,8 @@ earlier lines decoded, the line's operands visible, its result and every later l
 `binding_accuracy` asks the same of ParallelBench's list answers: is a last name written because
 the model found its first name in the prompt (binding), or because it is the one last name left
 (elimination)? `line_accuracy` asks it by line number on long chains: how far down a solution the
-model still reads each line's operation from the prompt and computes its result.
+model still reads each line's operation from the prompt and computes its result, and
+`last_line_accuracy` how much the last lines' operations need the `#### answer` line to be visible.
 """
 
 from __future__ import annotations
@@ -253,6 +254,60 @@ def line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *, band: i
 
 
 @dataclass(frozen=True)
+class LastLineAccuracy:
+    """Worked lines `from_end` lines before the last of one task's solutions (0: the last), their
+    operation (operator and operand) written right in one pass with the lines above given, two ways.
+
+    `masked`: this line and everything after masked, the `#### answer` line too (the state a decoder
+    whose window ends at this line's newline is in). `answer_visible`: the same with the answer line
+    visible (a decoder that committed the answer first). Each is (correct, total) over lines.
+    """
+
+    task: str
+    from_end: int
+    masked: tuple[int, int]
+    answer_visible: tuple[int, int]
+
+
+LAST_LINES = 3  # lines from the end in the last-lines table
+
+
+@torch.no_grad()
+def last_line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *,
+                       lines: int = LAST_LINES) -> list[LastLineAccuracy]:
+    """Per task and per place from the end, the last `lines` worked lines of each solution whose
+    operation the model writes right in one pass, with and without the answer line (`LastLineAccuracy`).
+
+    Why: on the long chains a decoder that writes a line at a time (AdaBlock's one-line windows)
+    loses most of its answers at the last line, which it writes before the answer line is open,
+    while one that commits the answer first writes the last line knowing it (BENCHMARKS.md, session
+    49). Rows come in the order the tasks first appear, places from the last line back.
+
+    Raises:
+        ValueError: `lines` < 1.
+    """
+    if lines < 1:
+        raise ValueError(f"`lines` must be >= 1, got {lines}")
+    by_problem: dict[str, list[WorkedLine]] = {}
+    for line in worked_lines(adapter, problems):
+        by_problem.setdefault(line.problem.problem_id, []).append(line)
+    tally: dict[str, dict[int, list[int]]] = {}  # task -> place from the end -> masked, visible, lines
+    for worked in by_problem.values():
+        answer_line = set(range(worked[-1].positions[-1] + 1, len(worked[-1].answer)))
+        for from_end, line in enumerate(reversed(worked[-lines:])):
+            canvas = line.answer + [adapter.info.eos_token_id] * EOS_TAIL
+            copied = [i for i, role in zip(line.positions, line.roles, strict=True) if role in ("op", "operand")]
+            after = range(line.positions[0], len(canvas))
+            counts = tally.setdefault(line.problem.task, {}).setdefault(from_end, [0, 0, 0])
+            counts[0] += _right_when_masked(adapter, line.prompt, canvas, after, copied) == len(copied)
+            counts[1] += _right_when_masked(adapter, line.prompt, canvas, [i for i in after if i not in answer_line],
+                                            copied) == len(copied)
+            counts[2] += 1
+    return [LastLineAccuracy(task, place, (c[0], c[2]), (c[1], c[2]))
+            for task, places in tally.items() for place, c in sorted(places.items())]
+
+
+@dataclass(frozen=True)
 class BindingAccuracy:
     """Last names of one list operation's answers the model writes right in one pass, two ways.
 
@@ -312,6 +367,22 @@ def format_lines(rows: Sequence[LineAccuracy]) -> str:
         for name in ("operation", "result"):
             counts = [getattr(cell[task, a], name) if (task, a) in cell else None for a, _ in bands]
             lines.append(f"| {task} {name} | "
+                         + " | ".join("-" if c is None else f"{c[0] / c[1]:.2f} ({c[1]})" for c in counts) + " |")
+    return "\n".join(lines)
+
+
+def format_last_lines(rows: Sequence[LastLineAccuracy]) -> str:
+    """Markdown table: two rows per task (answer line masked, visible), one column per place from the end."""
+    if not rows:
+        return "| last lines, operation | no worked lines |\n|---|---|"
+    places = sorted({r.from_end for r in rows})
+    cell = {(r.task, r.from_end): r for r in rows}
+    names = {0: "last"} | {p: f"{p} before last" for p in places if p}
+    lines = ["| last lines, operation | " + " | ".join(names[p] for p in places) + " |", "|---|" + "---|" * len(places)]
+    for task in dict.fromkeys(r.task for r in rows):
+        for name, label in (("masked", "answer line masked"), ("answer_visible", "answer line visible")):
+            counts = [getattr(cell[task, p], name) if (task, p) in cell else None for p in places]
+            lines.append(f"| {task}, {label} | "
                          + " | ".join("-" if c is None else f"{c[0] / c[1]:.2f} ({c[1]})" for c in counts) + " |")
     return "\n".join(lines)
 
