@@ -10,7 +10,8 @@ import torch
 
 from dllm_viz.cli import main
 from dllm_viz.evaluation import heldout_problems
-from dllm_viz.models import load
+from dllm_viz.models import ModelAdapter, load
+from dllm_viz.tasks import Problem
 from dllm_viz.tasks.arith import solution_roles
 from dllm_viz.train.diagnose import (
     EOS_TAIL,
@@ -100,19 +101,30 @@ def test_binding_counts_last_names_an_oracle_gets_and_a_copier_misses(
     assert all(r.bound[0] == r.eliminable[0] == 0 for r in binding_accuracy(adapter, problems))
 
 
+def chains_and_truth(tiny_dir: Path) -> tuple[ModelAdapter, list[Problem], dict[tuple[int, ...], list[int]]]:
+    """The random tiny model, two long and two story chains, and each one's right canvas (its answer
+    and an EOS tail) by its encoded prompt, in the problems' order: what an oracle's logits return."""
+    adapter = load(str(tiny_dir), device="cpu")
+    problems = heldout_problems("hard/long", 2) + heldout_problems("hard/chain", 2)
+    truth = {tuple(adapter.encode_prompt(p.prompt)): token_roles(adapter, p.target)[0]
+             + [adapter.info.eos_token_id] * EOS_TAIL for p in problems}
+    return adapter, problems, truth
+
+
+def token_at(adapter: ModelAdapter, problem: Problem, character: int) -> int:
+    """Index of the first token of `problem`'s answer that starts at or after `character`."""
+    offsets = adapter.tokenizer(problem.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return next(i for i, (start, _) in enumerate(offsets) if start >= character)
+
+
 def test_the_by_line_table_finds_the_line_where_a_model_starts_to_fail(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    adapter = load(str(tiny_dir), device="cpu")
-    problems = heldout_problems("hard/long", 2) + heldout_problems("hard/chain", 2)
-    vocab, eos, mask = adapter.info.vocab_size, adapter.info.eos_token_id, adapter.info.mask_token_id
-    truth, line_five = {}, {}
-    for p in problems:
-        key = tuple(adapter.encode_prompt(p.prompt))
-        truth[key] = token_roles(adapter, p.target)[0] + [eos] * EOS_TAIL
-        fifth = [i for i, c in enumerate(p.target) if c == "\n"][3] + 1  # where line 5 starts, in characters
-        offsets = adapter.tokenizer(p.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        line_five[key] = next(i for i, (start, _) in enumerate(offsets) if start >= fifth)
+    adapter, problems, truth = chains_and_truth(tiny_dir)
+    vocab, mask = adapter.info.vocab_size, adapter.info.mask_token_id
+    # where line 5 starts, in tokens
+    line_five = {key: token_at(adapter, p, [i for i, c in enumerate(p.target) if c == "\n"][3] + 1)
+                 for key, p in zip(truth, problems, strict=True)}
 
     def oracle(*, fails_from_line_five: bool) -> Callable[..., torch.Tensor]:
         """Right on every position, or right before line 5 and [MASK] from there on."""
@@ -152,15 +164,9 @@ def test_the_by_line_table_finds_the_line_where_a_model_starts_to_fail(
 def test_the_last_lines_table_says_what_the_answer_line_gives_the_last_lines(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    adapter = load(str(tiny_dir), device="cpu")
-    problems = heldout_problems("hard/long", 2) + heldout_problems("hard/chain", 2)
-    vocab, eos, mask = adapter.info.vocab_size, adapter.info.eos_token_id, adapter.info.mask_token_id
-    truth, answer_at = {}, {}
-    for p in problems:
-        key = tuple(adapter.encode_prompt(p.prompt))
-        truth[key] = token_roles(adapter, p.target)[0] + [eos] * EOS_TAIL
-        offsets = adapter.tokenizer(p.target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        answer_at[key] = next(i for i, (start, _) in enumerate(offsets) if start >= p.target.rindex("####"))
+    adapter, problems, truth = chains_and_truth(tiny_dir)
+    vocab, mask = adapter.info.vocab_size, adapter.info.mask_token_id
+    answer_at = {key: token_at(adapter, p, p.target.rindex("####")) for key, p in zip(truth, problems, strict=True)}
 
     def needs_the_answer(tokens: torch.Tensor, *, last: int | None = None) -> torch.Tensor:
         """Right everywhere while the `####` line is visible, [MASK] everywhere once it is masked."""
