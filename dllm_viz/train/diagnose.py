@@ -22,8 +22,9 @@ model still reads each line's operation from the prompt and computes its result,
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -146,6 +147,14 @@ class WorkedLine:
     positions: list[int]  # this line's answer positions, in order
     roles: list[str]  # the role of each of `positions`
 
+    def at(self, *roles: str) -> list[int]:
+        """This line's answer positions whose role is one of `roles`, in order."""
+        return [i for i, role in zip(self.positions, self.roles, strict=True) if role in roles]
+
+    def canvas(self, eos_token_id: int) -> list[int]:
+        """The whole answer with an EOS tail: the canvas every one-pass test of the line masks."""
+        return self.answer + [eos_token_id] * EOS_TAIL
+
 
 def worked_lines(adapter: ModelAdapter, problems: Sequence[Problem]) -> Iterator[WorkedLine]:
     """Every worked line (`a op b = c`) of `problems`' solutions, in order; the final answer line and
@@ -174,7 +183,7 @@ def _right_when_masked(adapter: ModelAdapter, prompt: list[int], canvas: list[in
 def _exact_when_masked(adapter: ModelAdapter, line: WorkedLine, visible_to: int, scored: Sequence[int]) -> bool:
     """Whether the one-pass argmax writes all of `scored` right when the answer is visible before
     position `visible_to` except `scored`, masked from there on (an EOS tail too)."""
-    canvas = line.answer + [adapter.info.eos_token_id] * EOS_TAIL
+    canvas = line.canvas(adapter.info.eos_token_id)
     masked = [*scored, *range(visible_to, len(canvas))]
     return _right_when_masked(adapter, line.prompt, canvas, masked, scored) == len(scored)
 
@@ -195,7 +204,7 @@ def onehop_accuracy(
     for line in worked_lines(adapter, problems):
         if line.index < from_line:
             continue
-        result = [i for i, role in zip(line.positions, line.roles, strict=True) if role == "result"]
+        result = line.at("result")
         op = line.text.split(" ")[1]
         tally[op][0] += _exact_when_masked(adapter, line, line.positions[-1] + 1, result)
         tally[op][1] += 1
@@ -243,8 +252,7 @@ def line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *, band: i
         raise ValueError(f"`band` must be >= 1 line, got {band}")
     tally: dict[str, dict[int, list[int]]] = {}  # task -> band index -> operation right, result right, lines
     for line in worked_lines(adapter, problems):
-        copied = [i for i, role in zip(line.positions, line.roles, strict=True) if role in ("op", "operand")]
-        result = [i for i, role in zip(line.positions, line.roles, strict=True) if role == "result"]
+        copied, result = line.at("op", "operand"), line.at("result")
         counts = tally.setdefault(line.problem.task, {}).setdefault(line.index // band, [0, 0, 0])
         counts[0] += _exact_when_masked(adapter, line, line.positions[0], copied)
         counts[1] += _exact_when_masked(adapter, line, line.positions[-1] + 1, result)
@@ -295,8 +303,7 @@ def last_line_accuracy(adapter: ModelAdapter, problems: Sequence[Problem], *,
     for worked in by_problem.values():
         answer_line = set(range(worked[-1].positions[-1] + 1, len(worked[-1].answer)))
         for from_end, line in enumerate(reversed(worked[-lines:])):
-            canvas = line.answer + [adapter.info.eos_token_id] * EOS_TAIL
-            copied = [i for i, role in zip(line.positions, line.roles, strict=True) if role in ("op", "operand")]
+            canvas, copied = line.canvas(adapter.info.eos_token_id), line.at("op", "operand")
             after = range(line.positions[0], len(canvas))
             counts = tally.setdefault(line.problem.task, {}).setdefault(from_end, [0, 0, 0])
             counts[0] += _right_when_masked(adapter, line.prompt, canvas, after, copied) == len(copied)
@@ -348,11 +355,26 @@ def binding_accuracy(adapter: ModelAdapter, problems: Sequence[Problem]) -> list
 
 def format_binding(rows: Sequence[BindingAccuracy]) -> str:
     """Markdown table: one row per list operation, last names right by elimination and by binding."""
-    def cell(counts: tuple[int, int]) -> str:
-        return f"{counts[0] / counts[1]:.2f} ({counts[1]})"
-
     lines = ["| list operation | last name by elimination | by binding |", "|---|---|---|"]
-    return "\n".join([*lines, *(f"| {r.op} | {cell(r.eliminable)} | {cell(r.bound)} |" for r in rows)])
+    return "\n".join([*lines, *(f"| {r.op} | {_share(r.eliminable)} | {_share(r.bound)} |" for r in rows)])
+
+
+def _share(counts: tuple[int, int] | None) -> str:
+    """A table cell for (correct, total): the share and the total, or "-" for no count."""
+    return "-" if counts is None else f"{counts[0] / counts[1]:.2f} ({counts[1]})"
+
+
+def _task_rows(rows: Sequence[Any], column: Callable[[Any], Any], columns: Sequence[Any],
+               fields: Sequence[tuple[str, str]]) -> list[str]:
+    """Markdown rows of a by-task table: per task (in first-seen order) and per (field, label), the
+    field's counts of the row in each of `columns` (`column(row)` says which a row is in)."""
+    cell = {(r.task, column(r)): r for r in rows}
+    out = []
+    for task in dict.fromkeys(r.task for r in rows):
+        for name, label in fields:
+            counts = [getattr(cell[task, c], name) if (task, c) in cell else None for c in columns]
+            out.append(f"| {task}{label} | " + " | ".join(map(_share, counts)) + " |")
+    return out
 
 
 def format_lines(rows: Sequence[LineAccuracy]) -> str:
@@ -360,15 +382,10 @@ def format_lines(rows: Sequence[LineAccuracy]) -> str:
     if not rows:
         return "| by line, lines above given | no worked lines |\n|---|---|"
     bands = sorted({(r.first, r.last) for r in rows})
-    cell = {(r.task, r.first): r for r in rows}
     lines = ["| by line, lines above given | " + " | ".join(f"{a}-{b}" for a, b in bands) + " |",
              "|---|" + "---|" * len(bands)]
-    for task in dict.fromkeys(r.task for r in rows):
-        for name in ("operation", "result"):
-            counts = [getattr(cell[task, a], name) if (task, a) in cell else None for a, _ in bands]
-            lines.append(f"| {task} {name} | "
-                         + " | ".join("-" if c is None else f"{c[0] / c[1]:.2f} ({c[1]})" for c in counts) + " |")
-    return "\n".join(lines)
+    fields = (("operation", " operation"), ("result", " result"))
+    return "\n".join([*lines, *_task_rows(rows, lambda r: r.first, [a for a, _ in bands], fields)])
 
 
 def format_last_lines(rows: Sequence[LastLineAccuracy]) -> str:
@@ -376,15 +393,10 @@ def format_last_lines(rows: Sequence[LastLineAccuracy]) -> str:
     if not rows:
         return "| last lines, operation | no worked lines |\n|---|---|"
     places = sorted({r.from_end for r in rows})
-    cell = {(r.task, r.from_end): r for r in rows}
     names = {0: "last"} | {p: f"{p} before last" for p in places if p}
     lines = ["| last lines, operation | " + " | ".join(names[p] for p in places) + " |", "|---|" + "---|" * len(places)]
-    for task in dict.fromkeys(r.task for r in rows):
-        for name, label in (("masked", "answer line masked"), ("answer_visible", "answer line visible")):
-            counts = [getattr(cell[task, p], name) if (task, p) in cell else None for p in places]
-            lines.append(f"| {task}, {label} | "
-                         + " | ".join("-" if c is None else f"{c[0] / c[1]:.2f} ({c[1]})" for c in counts) + " |")
-    return "\n".join(lines)
+    fields = (("masked", ", answer line masked"), ("answer_visible", ", answer line visible"))
+    return "\n".join([*lines, *_task_rows(rows, lambda r: r.from_end, places, fields)])
 
 
 def format_onehop(rows: Sequence[OneHopAccuracy], label: str = "one-hop result") -> str:
