@@ -143,6 +143,29 @@ def test_focus_masking_hides_every_computed_number_after_a_visible_prefix(
     assert sum(any(layout.computed) for layout in layouts) == 16  # the lists get focus masking too
 
 
+def test_focus_last_fraction_cuts_at_the_last_worked_line(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = special_ids(tokenizer)
+    problems = TASKS["hard/long"].generate(6, seed=3, split="train")
+    problems += TASKS["arith"].generate(6, seed=3, split="train", min_ops=3, max_ops=4)
+    pairs = encode_pairs(tokenizer, problems)
+    rows = build_rows(pairs, 64, ids["eos_token_id"])[0]
+    layouts = answer_layouts(tokenizer, problems)
+    starts, shape = [len(p) for p, _ in pairs], tuple(rows.shape)
+    must_mask, keep = focus_pattern(starts, layouts, shape, random.Random(0), last_fraction=1.0)
+    for row, (start, layout) in enumerate(zip(starts, layouts, strict=True)):
+        line = torch.tensor(layout.line)
+        span = slice(start, start + len(layout.line))
+        last = layout.line[-1] - 1  # the last worked line; layout.line[-1] is the `#### answer` line
+        assert torch.equal(keep[row, span], line < last)
+        assert torch.equal(must_mask[row, span], (line >= last) & torch.tensor(layout.computed))
+        assert must_mask[row, span][line == layout.line[-1]].any()  # the answer is masked with it
+    uniform = focus_pattern(starts, layouts, shape, random.Random(0))
+    assert torch.equal(focus_pattern(starts, layouts, shape, random.Random(0), last_fraction=0.0)[1], uniform[1])
+    assert not torch.equal(uniform[1], keep)  # a uniform cut lands elsewhere on some row
+    with pytest.raises(ValueError, match="focus_last_fraction"):
+        DataConfig(focus_last_fraction=-0.1)
+
+
 def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: PreTrainedTokenizerFast) -> None:
     ids = special_ids(tokenizer)
     plain = training_batch(DataConfig(batch_size=16, focus_fraction=0.0), tokenizer, ids, seed=0, step=3)

@@ -77,8 +77,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--focus-fraction", type=float, default=d_data.focus_fraction,
-        help="share of arithmetic rows with focus masking (decoded prefix, computed numbers "
+        help="share of rows with focus masking (a decoded prefix, every computed number after it "
         "masked); 0 = plain LLaDA SFT masking",
+    )  # fmt: skip
+    parser.add_argument(
+        "--focus-last-fraction", type=float, default=d_data.focus_last_fraction,
+        help="share of the focus rows cut at the last worked line, so it is computed with the answer "
+        "line masked too (a one-line window's state at a chain's end; 0 = a uniform cut for all)",
     )  # fmt: skip
     parser.add_argument(
         "--drill-every", type=int, default=d_data.drill_every,
@@ -170,7 +175,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                          "none; pass e.g. --hard-fraction 0.6 (or --list-drill-every 3), or drop --hard-weight")
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
-        focus_fraction=args.focus_fraction, drill_every=args.drill_every,
+        focus_fraction=args.focus_fraction, focus_last_fraction=args.focus_last_fraction,
+        drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
         list_drill_every=args.list_drill_every, list_drill_batch_size=args.list_drill_batch_size,
         hard_weights=tuple(args.hard_weight),

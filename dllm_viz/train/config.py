@@ -38,6 +38,12 @@ class DataConfig:
         focus_fraction: share of rows given focus masking (train/data.py `focus_pattern`: a
             decoded prefix, then every computed number masked); only arithmetic rows have
             computed numbers. 0 is plain LLaDA SFT masking, which runs before session 3 used.
+        focus_last_fraction: share of the focus rows whose cut is the answer's last worked unit
+            instead of a uniform draw: that unit's results and the answer line are masked together,
+            the state a one-line window (AdaBlock's on the long chains) reaches at a chain's end.
+            Why (session 49, `diagnose --lines-n`): the step-109000 model copied the last line's
+            operation right 57% of the time so, 75% with the answer line visible, and 88-93% on
+            earlier lines; a uniform cut puts a long chain's rows there about 1 time in 13.
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
             `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
             instead of word problems: about the same tokens, several times the computed results
@@ -67,6 +73,7 @@ class DataConfig:
     max_result: int = DEFAULT_MAX_RESULT
     max_multiplier: int = DEFAULT_MAX_MULTIPLIER
     focus_fraction: float = 0.5
+    focus_last_fraction: float = 0.0
     drill_every: int = 2
     drill_batch_size: int = 64
     drill_max_ops: int = 4
@@ -86,6 +93,10 @@ class DataConfig:
             )
         if not 0.0 <= self.focus_fraction <= 1.0:
             raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
+        if not 0.0 <= self.focus_last_fraction <= 1.0:
+            raise ValueError(
+                f"`focus_last_fraction` must be in [0, 1] (a share of the focus rows), got {self.focus_last_fraction}"
+            )
         if self.drill_every < 0 or self.drill_batch_size < 1 or self.drill_max_ops < 1:
             raise ValueError(
                 f"need `drill_every` >= 0, `drill_batch_size` >= 1 and `drill_max_ops` >= 1, got "
@@ -281,6 +292,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     data = dict(raw.pop("data"))
     # checkpoints from before focus masking and drills existed
     data.setdefault("focus_fraction", 0.0)
+    data.setdefault("focus_last_fraction", 0.0)  # before session 50
     data.setdefault("drill_every", 0)
     data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
     data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)
