@@ -36,8 +36,9 @@ class DataConfig:
         max_result: no intermediate arithmetic result exceeds this.
         max_multiplier: largest factor / divisor in arithmetic.
         focus_fraction: share of rows given focus masking (train/data.py `focus_pattern`: a
-            decoded prefix, then every computed number masked); only arithmetic rows have
-            computed numbers. 0 is plain LLaDA SFT masking, which runs before session 3 used.
+            decoded prefix, then every computed number masked); rows with worked lines or a
+            list answer have computed tokens, code rows none. 0 is plain LLaDA SFT masking, which
+            runs before session 3 used.
         focus_last_fraction: share of the focus rows whose cut is the answer's last worked unit
             instead of a uniform draw: that unit's results and the answer line are masked together,
             the state a one-line window (AdaBlock's on the long chains) reaches at a chain's end.
