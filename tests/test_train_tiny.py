@@ -166,6 +166,50 @@ def test_focus_last_fraction_cuts_at_the_last_worked_line(tokenizer: PreTrainedT
         DataConfig(focus_last_fraction=-0.1)
 
 
+def test_focus_last_families_aim_the_last_line_cut_at_their_rows_alone(tokenizer: PreTrainedTokenizerFast) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train-tiny", "--focus-last-fraction", "1", "--focus-last-families", "hard/long"])
+    config = cli.config_from_args(args)
+    assert config.data.focus_last_families == ("hard/long",)
+    assert (config.data.focus_last_share("hard/long"), config.data.focus_last_share("hard/chain")) == (1.0, 0.0)
+    assert DataConfig(focus_last_fraction=0.3).focus_last_share("hard/chain") == 0.3  # () = every family
+    assert config_from_dict(json.loads(json.dumps(dataclasses.asdict(config)))) == config  # as a checkpoint stores it
+    raw = dataclasses.asdict(TINY)
+    del raw["data"]["focus_last_families"]
+    assert config_from_dict(raw).data.focus_last_families == ()  # checkpoints from before the option
+    from dllm_viz.train.checkpoint import TrainState
+    from dllm_viz.train.export import training_card
+
+    card = training_card(build_model(TINY.model, tokenizer), config, TrainState())
+    assert "(1 of hard/long cut at the last worked line)" in card
+    with pytest.raises(ValueError, match=r"'hard/lon', not a family .* pick from arith, hard/chain"):
+        DataConfig(focus_last_families=("hard/lon",))
+
+    # in a batch, every long row is cut at its last worked line; a chain row keeps a uniform cut
+    data = replace(config.data, hard_fraction=0.9, code_fraction=0.0, focus_fraction=1.0,
+                   hard_weights=(("hard/long", 1.0), ("hard/chain", 1.0)))
+    ids = special_ids(tokenizer)
+    from dllm_viz.train.data import training_problems
+
+    firsts: Counter[str] = Counter()
+    for step in range(3):
+        problems, _ = training_problems(data, seed=5, step=step)
+        batch = training_batch(data, tokenizer, ids, seed=5, step=step)
+        pairs = encode_pairs(tokenizer, problems)
+        for row, (problem, layout, (prompt, _)) in enumerate(
+                zip(problems, answer_layouts(tokenizer, problems), pairs, strict=True)):
+            if problem.task not in ("hard/long", "hard/chain"):
+                continue
+            span = slice(len(prompt), len(prompt) + len(layout.line))
+            line = torch.tensor(layout.line)
+            first_masked = int(line[batch.is_masked[row, span] & torch.tensor(layout.computed)].min())
+            if problem.task == "hard/long":
+                assert first_masked == layout.line[-1] - 1  # nothing computed before the last line is masked
+            firsts[problem.task] += first_masked < layout.line[-1] - 1
+    assert firsts["hard/chain"] >= 1 and firsts["hard/long"] == 0
+
+
 def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: PreTrainedTokenizerFast) -> None:
     ids = special_ids(tokenizer)
     plain = training_batch(DataConfig(batch_size=16, focus_fraction=0.0), tokenizer, ids, seed=0, step=3)

@@ -86,6 +86,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "line masked too (a one-line window's state at a chain's end; 0 = a uniform cut for all)",
     )  # fmt: skip
     parser.add_argument(
+        "--focus-last-families", type=_families, default=d_data.focus_last_families, metavar="FAMILY,...",
+        help="only these families' focus rows take --focus-last-fraction (e.g. hard/long); default: every family",
+    )  # fmt: skip
+    parser.add_argument(
         "--drill-every", type=int, default=d_data.drill_every,
         help="every Nth step is a batch of bare-expression drills (0 = never)",
     )  # fmt: skip
@@ -147,6 +151,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _families(text: str) -> tuple[str, ...]:
+    """`FAMILY,FAMILY` of `--focus-last-families` (the names are checked by the config)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _family_weight(text: str) -> tuple[str, float]:
     """`FAMILY=WEIGHT` of `--hard-weight` (the family's name is checked by the config)."""
     name, sep, weight = text.partition("=")
@@ -176,6 +185,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
         focus_fraction=args.focus_fraction, focus_last_fraction=args.focus_last_fraction,
+        focus_last_families=args.focus_last_families,
         drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
         list_drill_every=args.list_drill_every, list_drill_batch_size=args.list_drill_batch_size,
@@ -269,6 +279,8 @@ def _value_of(config: TrainConfig, key: str) -> object:
 def _shown(flag: str, value: object) -> str:
     if flag == "--hard-weight":
         return " ".join(f"{flag} {name}={weight:g}" for name, weight in value) or "no --hard-weight"  # type: ignore[attr-defined]
+    if flag == "--focus-last-families":
+        return f"{flag} {','.join(value) or '(every family)'}"  # type: ignore[call-overload]
     return f"{flag} {value}"
 
 

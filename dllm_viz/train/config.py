@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from dllm_viz.tasks.arith import DEFAULT_MAX_MULTIPLIER, DEFAULT_MAX_OPERAND, DEFAULT_MAX_RESULT
-from dllm_viz.tasks.hard_split import Families, parallelbench_only, reweighted
+from dllm_viz.tasks.hard_split import HARD_FAMILIES, Families, parallelbench_only, reweighted
 
 LossWeighting = Literal["none", "inv_t", "inv_t_clipped"]
 LOSS_WEIGHTINGS: tuple[str, ...] = get_args(LossWeighting)
@@ -45,6 +45,10 @@ class DataConfig:
             Why (session 49, `diagnose --lines-n`): the step-109000 model copied the last line's
             operation right 57% of the time so, 75% with the answer line visible, and 88-93% on
             earlier lines; a uniform cut puts a long chain's rows there about 1 time in 13.
+        focus_last_families: the task families whose focus rows take `focus_last_fraction`; ()
+            means every family. Why (session 50): at 0.3 for all rows the long chains' last line
+            rose 57% -> 75% but the story chains lost 4-6 points dense, so a run can aim the cut
+            at `hard/long` alone and leave the other families' uniform cuts as they were.
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
             `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
             instead of word problems: about the same tokens, several times the computed results
@@ -75,6 +79,7 @@ class DataConfig:
     max_multiplier: int = DEFAULT_MAX_MULTIPLIER
     focus_fraction: float = 0.5
     focus_last_fraction: float = 0.0
+    focus_last_families: tuple[str, ...] = ()
     drill_every: int = 2
     drill_batch_size: int = 64
     drill_max_ops: int = 4
@@ -97,6 +102,13 @@ class DataConfig:
         if not 0.0 <= self.focus_last_fraction <= 1.0:
             raise ValueError(
                 f"`focus_last_fraction` must be in [0, 1] (a share of the focus rows), got {self.focus_last_fraction}"
+            )
+        known = ("arith", *(name for name, _ in HARD_FAMILIES))
+        unknown = [name for name in self.focus_last_families if name not in known]
+        if unknown:
+            raise ValueError(
+                f"`focus_last_families` names {', '.join(map(repr, unknown))}, not a family with worked lines or "
+                f"list answers; pick from {', '.join(known)}"
             )
         if self.drill_every < 0 or self.drill_batch_size < 1 or self.drill_max_ops < 1:
             raise ValueError(
@@ -121,6 +133,11 @@ class DataConfig:
             )
         if not self.curriculum or self.curriculum[0][0] != 0:
             raise ValueError(f"`curriculum` must start at step 0, got {self.curriculum}")
+
+    def focus_last_share(self, task: str) -> float:
+        """`focus_last_fraction` for a focus row of family `task` (0 outside `focus_last_families`)."""
+        wanted = not self.focus_last_families or task in self.focus_last_families
+        return self.focus_last_fraction if wanted else 0.0
 
     def hard_families(self) -> Families:
         """The hard families and weights this run's training rows are drawn by."""
@@ -294,6 +311,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     # checkpoints from before focus masking and drills existed
     data.setdefault("focus_fraction", 0.0)
     data.setdefault("focus_last_fraction", 0.0)  # before session 50
+    data["focus_last_families"] = tuple(data.get("focus_last_families", ()))  # before session 51; JSON lists
     data.setdefault("drill_every", 0)
     data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
     data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)

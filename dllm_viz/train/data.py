@@ -117,7 +117,7 @@ def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Proble
 
 def focus_pattern(
     prompt_lengths: Sequence[int], layouts: Sequence[AnswerLayout | None], shape: tuple[int, int],
-    rng: random.Random, *, last_fraction: float = 0.0,
+    rng: random.Random, *, last_fraction: float | Sequence[float] = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(must_mask, keep) boolean masks that put rows with a layout in the state of decoding.
 
@@ -131,20 +131,18 @@ def focus_pattern(
     none can be had by elimination (the step-74000 model had learned only that: `diagnose`'s
     binding table).
 
-    `last_fraction` of the rows instead cut at the last unit but one (a chain's last worked line,
-    a list's last two items), so it is computed with the answer line masked too
-    (DataConfig.focus_last_fraction says why); at 0 no extra draw is made, so the rows of a run
-    without it are unchanged.
+    `last_fraction` of the rows (one share for all, or one per row) instead cut at the last unit
+    but one (a chain's last worked line, a list's last two items), so it is computed with the
+    answer line masked too (DataConfig.focus_last_fraction says why); a row at 0 makes no extra
+    draw, so the rows of a run without it are unchanged.
     """
+    shares = [last_fraction] * len(layouts) if isinstance(last_fraction, float | int) else list(last_fraction)
     must_mask = torch.zeros(shape, dtype=torch.bool)
     keep = torch.zeros(shape, dtype=torch.bool)
-    for row, (start, layout) in enumerate(zip(prompt_lengths, layouts, strict=True)):
+    for row, (start, layout, share) in enumerate(zip(prompt_lengths, layouts, shares, strict=True)):
         if layout is None or not any(layout.computed):
             continue
-        if last_fraction and rng.random() < last_fraction:
-            cut = max(layout.line[-1] - 1, 0)
-        else:
-            cut = rng.randrange(layout.line[-1] + 1)
+        cut = max(layout.line[-1] - 1, 0) if share and rng.random() < share else rng.randrange(layout.line[-1] + 1)
         line = torch.tensor(layout.line)
         end = start + len(layout.line)
         keep[row, start:end] = line < cut
@@ -273,6 +271,6 @@ def training_batch(
         must_mask, keep = focus_pattern(
             [len(prompt) for prompt, _ in pairs],
             [layout if pick else None for layout, pick in zip(layouts, chosen, strict=True)],
-            tuple(rows[0].shape), rng, last_fraction=config.focus_last_fraction,
+            tuple(rows[0].shape), rng, last_fraction=[config.focus_last_share(p.task) for p in problems],
         )  # fmt: skip
     return mask_rows(*rows, ids["mask_token_id"], generator=generator, must_mask=must_mask, keep=keep)
