@@ -596,6 +596,11 @@ def test_warm_start_from_an_older_score_definition_forgets_the_best_score(tmp_pa
     lines: list[str] = []
     train(tmp_path / "second", replace(TINY, max_steps=4), export_dir=None, progress=lines.append, init_from=export_dir)
     assert any("(best)" in line for line in lines if line.startswith("eval step 4"))
+    # the starting weights are measured under today's definition, the bar the run's lines compare with
+    start = next(line for line in lines if line.startswith("warm start's weights score"))
+    exported = json.loads(config_path.read_text())["dllm_viz"]["history"][-1]["score"]
+    assert f"score {exported:.4f} under score version {SCORE_VERSION}" in start  # the same weights, the same sets
+    assert f"the export's {exported:.4f} is of another version" in start
 
 
 @pytest.mark.gpu

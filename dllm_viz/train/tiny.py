@@ -292,6 +292,13 @@ def _open_run(
         tokenizer, num_arith=config.eval_arith, num_code=config.eval_code,
         limits=config.data.arith_limits(), num_hard=config.eval_hard,
     )]  # fmt: skip
+    if saved is None and init_from is not None and state.best_score < 0 and state.history:
+        # The export's scores are of another score version or difficulty (`_warm_start`), so the
+        # run's evaluations would be read against them: measure the starting weights once (session
+        # 50 read 0.9708 -> 0.9620 as a fall; both weights score 0.962 under version 5).
+        start = heldout_metrics(model, evals)["score"]
+        progress(f"warm start's weights score {start:.4f} under score version {SCORE_VERSION}; the export's "
+                 f"{state.history[-1]['score']:.4f} is of another version or difficulty, so compare with {start:.4f}")
     batches = BatchSource(config.data, tokenizer, run_dir / TOKENIZER_DIR, seed=config.seed,
                           workers=config.data_workers)
     return _Run(config, model, forward, opt, tokenizer, state, ckpt_path, export_dir, evals, batches)
