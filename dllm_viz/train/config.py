@@ -48,7 +48,9 @@ class DataConfig:
         focus_last_families: the task families whose focus rows take `focus_last_fraction`; ()
             means every family. Why (session 50): at 0.3 for all rows the long chains' last line
             rose 57% -> 75% but the story chains lost 4-6 points dense, so a run can aim the cut
-            at `hard/long` alone and leave the other families' uniform cuts as they were.
+            at `hard/long` alone and leave the other families' uniform cuts as they were (session
+            51: aimed so, AdaBlock's gain stayed and so did the chains' loss, which came with the
+            stage's `--lr 4e-4`, not the cut).
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
             `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
             instead of word problems: about the same tokens, several times the computed results
