@@ -28,6 +28,7 @@ from dllm_viz.train.data import (
     focus_pattern,
     mask_rows,
     training_batch,
+    training_problems,
 )
 from dllm_viz.train.objective import SCORE_VERSION, heldout_batches, masked_loss
 from dllm_viz.train.tiny import CHECKPOINT_NAME, ModelConfig, TrainConfig, _snapshot_due, build_model, lr_at, train
@@ -190,8 +191,6 @@ def test_focus_last_families_aim_the_last_line_cut_at_their_rows_alone(tokenizer
     data = replace(config.data, hard_fraction=0.9, code_fraction=0.0, focus_fraction=1.0,
                    hard_weights=(("hard/long", 1.0), ("hard/chain", 1.0)))
     ids = special_ids(tokenizer)
-    from dllm_viz.train.data import training_problems
-
     firsts: Counter[str] = Counter()
     for step in range(3):
         problems, _ = training_problems(data, seed=5, step=step)
@@ -244,8 +243,6 @@ def test_every_third_batch_is_a_wide_batch_of_short_drills(tokenizer: PreTrained
 
 
 def test_list_drill_steps_are_batches_of_parallelbench_problems_between_the_arithmetic_drills() -> None:
-    from dllm_viz.train.data import training_problems
-
     config = DataConfig(batch_size=8, drill_every=3, list_drill_every=3, list_drill_batch_size=20, hard_fraction=0.3)
     kinds = ["drill" if config.is_drill_step(s) else "list" if config.is_list_drill_step(s) else "plain"
              for s in range(6)]
@@ -274,8 +271,6 @@ def test_list_drill_option_reaches_the_config_and_old_checkpoints_have_none() ->
 
 
 def test_hard_weights_shift_the_training_rows_and_list_drills() -> None:
-    from dllm_viz.train.data import training_problems
-
     def hard_rows(config: DataConfig, steps: range) -> Counter[str]:
         return Counter(p.task for step in steps for p in training_problems(config, seed=0, step=step)[0]
                        if p.task.startswith(("hard/", "parallelbench/")))
