@@ -1,6 +1,6 @@
 """The shell scripts of tools/ (training stages, judging, promoting, swapping the bundled model): they
-parse, and `judge_candidate.sh PROMOTE=...` refuses what would leave the candidate half replaced
-before it decodes anything.
+parse, and `judge_candidate.sh` refuses, before it decodes anything, what would leave the candidate
+half replaced or a judgement with nothing to pair with.
 
 Why only this much here: each script's real work decodes hundreds of problems at gen 256 (minutes to
 hours), so each documents a dry run on copies instead (its header); a refusal, though, costs
@@ -75,3 +75,10 @@ def test_promote_refuses_a_candidate_without_a_card(tmp_path: Path) -> None:
     (candidate / "MODEL_CARD.md").unlink()
     result = judge(tmp_path, candidate, PROMOTE=str(note))
     refused_untouched(tmp_path, result, str(candidate / "MODEL_CARD.md"))
+
+
+def test_judging_adablock_refuses_without_the_bundled_models_rows(tmp_path: Path) -> None:
+    """ADA=1 pairs with rows committed beside item 5's; without them it would decode the candidate for
+    ~11 minutes and then have nothing to pair with."""
+    result = judge(tmp_path, ROOT / "dllm_viz" / "assets" / "tiny", ADA="1", BUNDLED_ROWS=str(tmp_path / "rows"))
+    refused_untouched(tmp_path, result, "ADA=1", str(tmp_path / "rows" / "item5_long_ada.csv"))

@@ -29,6 +29,10 @@
 # training/bundled_bench, whose README says how they were made): ~13 more minutes at the default 100.
 # Dry run of that part (~3 minutes, the committed bundled rows paired on their first problems):
 #   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 ITEM5=1 N_ITEM5=3 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
+# ADA=1 adds item 5's AdaBlock claim on the long chains, where AdaBlock + threshold 0.9 trails dense by ~25
+# points (BENCHMARKS.md, sessions 49-51): the candidate under it on hard/long 0 to N_ADA - 1, paired with the
+# bundled model's committed rows (BUNDLED_ROWS/item5_long_ada.csv): ~11 more minutes at the default 100
+# (sessions 50 and 51 ran it by hand, decoding the bundled model's rows again each time).
 # PROMOTE=NOTE.md then makes the candidate the new base when the judgement says so: BASE becomes the
 # candidate's model files, its judged rows (renamed to BASE, so the next judgement pairs against them)
 # with fresh summaries, and its card with NOTE.md (a section that starts "## This copy": what the stages
@@ -38,7 +42,8 @@
 #   cp -r training/hard_export /tmp/promo_base && rm -r /tmp/promo_base/bench
 #   BASE=/tmp/promo_base N_CHAIN=2 N_LONG=2 LANES=1 PROMOTE=/tmp/note.md bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/promo_cand
 # Knobs (environment): BASE (default training/hard_export), BASE_ROWS, N_CHAIN (default 50), N_LONG
-# (default 64), LANES (default 2), ITEM5 (default 0), N_ITEM5 (default 100), BUNDLED_ROWS, PROMOTE.
+# (default 64), LANES (default 2), ITEM5 (default 0), N_ITEM5 (default 100), ADA (default 0), N_ADA
+# (default 100), BUNDLED_ROWS, PROMOTE.
 set -euo pipefail
 candidate=${1:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
 out=${2:?usage: judge_candidate.sh CANDIDATE_MODEL_DIR OUT_DIR}
@@ -47,6 +52,7 @@ source tools/bench_rows.sh
 BASE=${BASE:-training/hard_export}; BASE=${BASE%/}; BASE_ROWS=${BASE_ROWS:-$BASE/bench}
 N_CHAIN=${N_CHAIN:-50}; N_LONG=${N_LONG:-64}; LANES=${LANES:-2}
 ITEM5=${ITEM5:-0}; N_ITEM5=${N_ITEM5:-100}; BUNDLED_ROWS=${BUNDLED_ROWS:-training/bundled_bench}
+ADA=${ADA:-0}; N_ADA=${N_ADA:-100}
 judged_sets="chain long"  # what decides a judgement: decoded for base and candidate, carried by a promotion
 candidate_sets=$judged_sets
 if [[ $ITEM5 == 1 ]]; then
@@ -55,6 +61,10 @@ if [[ $ITEM5 == 1 ]]; then
     [[ -f $BUNDLED_ROWS/item5_$set.csv ]] || { echo "judge_candidate: ITEM5=1 needs the bundled model's rows $BUNDLED_ROWS/item5_$set.csv (training/bundled_bench/README.md)" >&2; exit 2; }
   done
   candidate_sets+=" item5_chain item5_breadth"
+fi
+if [[ $ADA == 1 ]]; then
+  [[ -f $BUNDLED_ROWS/item5_long_ada.csv ]] || { echo "judge_candidate: ADA=1 needs the bundled model's rows $BUNDLED_ROWS/item5_long_ada.csv (training/bundled_bench/README.md)" >&2; exit 2; }
+  candidate_sets+=" ada_long"
 fi
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
 PROMOTE=${PROMOTE:-}
@@ -71,11 +81,12 @@ done
 mkdir -p "$out" "$BASE_ROWS"
 
 # The options of one set: task, problems, policies (the same for both models and every shard).
-set_options() {  # $1: chain | long | item5_chain | item5_breadth
+set_options() {  # $1: chain | long | item5_chain | item5_breadth | ada_long
   case $1 in
     chain | item5_chain) echo "--tasks hard/chain --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
     item5_breadth) echo "--tasks hard/breadth --policies dense --gen-length 256 --block-length 32 --threads 1" ;;
     long) echo "--tasks hard/long --policies dense,threshold --gen-length 256 --block-length 32 --threads 1" ;;
+    ada_long) echo "--tasks hard/long --policies adablock+threshold --gen-length 256 --block-length 32 --threads 1" ;;
   esac
 }
 # The first problem decoded, the problems in all, the shard: item 5's chains start where the judged
@@ -84,6 +95,7 @@ set_size() {
   case $1 in
     chain) echo "0 $N_CHAIN 25" ;; long) echo "0 $N_LONG 16" ;;
     item5_chain) echo "$N_CHAIN $N_ITEM5 25" ;; item5_breadth) echo "0 $N_ITEM5 25" ;;
+    ada_long) echo "0 $N_ADA 25" ;;
   esac
 }
 sets_of() { if [[ $1 == "$out" ]]; then echo "$candidate_sets"; else echo "$judged_sets"; fi; }  # $1: a rows folder
@@ -146,6 +158,10 @@ done
       echo "== item 5, hard/$set 0-$((N_ITEM5 - 1)), dense: candidate $candidate"; cat "$out/item5_$set.summary"
       python tools/compare_models.py "$BUNDLED_ROWS/item5_$set.csv" "$out/item5_$set.csv" --names bundled candidate
     done
+  fi
+  if [[ $ADA == 1 ]]; then  # AdaBlock's windows on the long chains: the claim the bundled model misses most
+    echo "== item 5, hard/long 0-$((N_ADA - 1)), AdaBlock + threshold 0.9: candidate $candidate"; cat "$out/ada_long.summary"
+    python tools/compare_models.py "$BUNDLED_ROWS/item5_long_ada.csv" "$out/ada_long.csv" --names bundled candidate
   fi
 } > "$out/judge.txt" 2>&1
 cat "$out/judge.txt"

@@ -13,7 +13,7 @@
 # by hand: merging the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
 # docs/TESTBED.md, the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
 # says whether the old ones still hold), and RUN/bundled_bench/* (the new model's dense rows on item
-# 5) over training/bundled_bench/'s, which the next candidates are paired with.
+# 5 and AdaBlock's on its long chains) over training/bundled_bench/'s, which the next candidates are paired with.
 #
 #   CANDIDATE=training/hard_export nohup bash tools/swap_model.sh > runs/swap.log 2>&1 &
 #   tail -f runs/swap/progress.log      # one line a step; the tables are in RUN/*.summary
@@ -107,15 +107,17 @@ in_halves item5_long "$N_HARD" "${ITEM5[@]}" --tasks hard/long
 [[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step item5_all_summary \
     joined item5_all "$RUN/item5.csv" "$RUN/item5_long.csv" "${ITEM5[@]}" --tasks hard/chain,hard/breadth,hard/long \
     --n "$N_HARD" --plot "$RUN/item5_all_frontier.html"
-# Item 5's dense rows alone, the bundled model's rows a candidate is paired with (tools/judge_candidate.sh
-# ITEM5=1, training/bundled_bench/README.md): copied there by hand with the rest.
-dense_rows() {
+# Item 5's dense rows alone, and AdaBlock's on the long chains, the bundled model's rows a candidate is
+# paired with (tools/judge_candidate.sh ITEM5=1 and ADA=1, training/bundled_bench/README.md): copied there
+# by hand with the rest.
+bundled_rows() {
     local set
     for set in chain breadth; do
         merge_rows "$RUN/bundled_bench/item5_$set.csv" "$RUN/item5_$set.csv" --configs dense || return 1
     done
+    merge_rows "$RUN/bundled_bench/item5_long_ada.csv" "$RUN/item5_long.csv" --configs adablock+threshold
 }
-[[ -f "$RUN/item5_summary.done" ]] && step bundled_rows dense_rows
+[[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step bundled_rows bundled_rows
 
 # The calibrations (docs/TESTBED.md, "Recalibrating a family default"): on the three families of item
 # 5 (the long chains since session 49), dense from item 5's rows of all three, so each measures its grid
