@@ -31,8 +31,8 @@
 #   BASE_ROWS=/tmp/judge/base N_CHAIN=2 N_LONG=2 ITEM5=1 N_ITEM5=3 LANES=1 bash tools/judge_candidate.sh dllm_viz/assets/tiny /tmp/judge/cand
 # ADA=1 adds item 5's AdaBlock claim on the long chains, where AdaBlock + threshold 0.9 trails dense by ~25
 # points (BENCHMARKS.md, sessions 49-51): the candidate under it on hard/long 0 to N_ADA - 1, paired with the
-# bundled model's committed rows (BUNDLED_ROWS/item5_long_ada.csv): ~11 more minutes at the default 100
-# (sessions 50 and 51 ran it by hand, decoding the bundled model's rows again each time).
+# bundled model's committed rows (BUNDLED_ROWS/item5_long_ada.csv), dense beside it (bench's baseline): ~15
+# more minutes at the default 100 (sessions 50 and 51 ran it by hand, the bundled model's rows each time too).
 # PROMOTE=NOTE.md then makes the candidate the new base when the judgement says so: BASE becomes the
 # candidate's model files, its judged rows (renamed to BASE, so the next judgement pairs against them)
 # with fresh summaries, and its card with NOTE.md (a section that starts "## This copy": what the stages

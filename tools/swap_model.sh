@@ -115,7 +115,7 @@ bundled_rows() {
     for set in chain breadth; do
         merge_rows "$RUN/bundled_bench/item5_$set.csv" "$RUN/item5_$set.csv" --configs dense || return 1
     done
-    merge_rows "$RUN/bundled_bench/item5_long_ada.csv" "$RUN/item5_long.csv" --configs adablock+threshold
+    merge_rows "$RUN/bundled_bench/item5_long_ada.csv" "$RUN/item5_long.csv" --configs dense,adablock+threshold
 }
 [[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step bundled_rows bundled_rows
 
