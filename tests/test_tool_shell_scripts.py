@@ -79,6 +79,6 @@ def test_promote_refuses_a_candidate_without_a_card(tmp_path: Path) -> None:
 
 def test_judging_adablock_refuses_without_the_bundled_models_rows(tmp_path: Path) -> None:
     """ADA=1 pairs with rows committed beside item 5's; without them it would decode the candidate for
-    ~11 minutes and then have nothing to pair with."""
+    ~15 minutes and then have nothing to pair with."""
     result = judge(tmp_path, ROOT / "dllm_viz" / "assets" / "tiny", ADA="1", BUNDLED_ROWS=str(tmp_path / "rows"))
     refused_untouched(tmp_path, result, "ADA=1", str(tmp_path / "rows" / "item5_long_ada.csv"))
