@@ -55,15 +55,20 @@ ITEM5=${ITEM5:-0}; N_ITEM5=${N_ITEM5:-100}; BUNDLED_ROWS=${BUNDLED_ROWS:-trainin
 ADA=${ADA:-0}; N_ADA=${N_ADA:-100}
 judged_sets="chain long"  # what decides a judgement: decoded for base and candidate, carried by a promotion
 candidate_sets=$judged_sets
+# needs_bundled_rows KNOB FILE...: refused before any decoding when a pairing's bundled rows are missing.
+needs_bundled_rows() {
+  local knob=$1 file; shift
+  for file in "$@"; do
+    [[ -f $BUNDLED_ROWS/$file ]] || { echo "judge_candidate: $knob=1 needs the bundled model's rows $BUNDLED_ROWS/$file (training/bundled_bench/README.md)" >&2; exit 2; }
+  done
+}
 if [[ $ITEM5 == 1 ]]; then
   (( N_ITEM5 >= N_CHAIN )) || { echo "judge_candidate: N_ITEM5=$N_ITEM5 is below N_CHAIN=$N_CHAIN; item 5's chains extend the judged ones, so set N_ITEM5 >= N_CHAIN" >&2; exit 2; }
-  for set in chain breadth; do
-    [[ -f $BUNDLED_ROWS/item5_$set.csv ]] || { echo "judge_candidate: ITEM5=1 needs the bundled model's rows $BUNDLED_ROWS/item5_$set.csv (training/bundled_bench/README.md)" >&2; exit 2; }
-  done
+  needs_bundled_rows ITEM5 item5_chain.csv item5_breadth.csv
   candidate_sets+=" item5_chain item5_breadth"
 fi
 if [[ $ADA == 1 ]]; then
-  [[ -f $BUNDLED_ROWS/item5_long_ada.csv ]] || { echo "judge_candidate: ADA=1 needs the bundled model's rows $BUNDLED_ROWS/item5_long_ada.csv (training/bundled_bench/README.md)" >&2; exit 2; }
+  needs_bundled_rows ADA item5_long_ada.csv
   candidate_sets+=" ada_long"
 fi
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
