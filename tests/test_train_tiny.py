@@ -209,6 +209,50 @@ def test_focus_last_families_aim_the_last_line_cut_at_their_rows_alone(tokenizer
     assert firsts["hard/chain"] >= 1 and firsts["hard/long"] == 0
 
 
+def test_focus_window_fraction_masks_everything_after_the_cut_line(tokenizer: PreTrainedTokenizerFast) -> None:
+    ids = special_ids(tokenizer)
+    problems = TASKS["hard/long"].generate(4, seed=7, split="train")
+    problems += TASKS["arith"].generate(4, seed=7, split="train", min_ops=3, max_ops=4)
+    pairs = encode_pairs(tokenizer, problems)
+    rows, is_answer, is_content = build_rows(pairs, 64, ids["eos_token_id"])
+    layouts = answer_layouts(tokenizer, problems)
+    starts, shape = [len(p) for p, _ in pairs], tuple(rows.shape)
+    windows = [1.0] * 4 + [0.0] * 4  # the long chains in the window state, the arithmetic not
+    must_mask, keep = focus_pattern(starts, layouts, shape, random.Random(1), last_fraction=1.0,
+                                    window_fraction=windows)
+    batch = mask_rows(rows, is_answer, is_content, ids["mask_token_id"], generator=torch.Generator().manual_seed(0),
+                      t=torch.full((len(pairs),), 0.2), must_mask=must_mask, keep=keep)  # fmt: skip
+    for row, (start, layout) in enumerate(zip(starts, layouts, strict=True)):
+        line, end, last = torch.tensor(layout.line), start + len(layout.line), layout.line[-1] - 1
+        masked = batch.is_masked[row]
+        assert not masked[start:end][line < last].any()  # the lines above stay decoded
+        if windows[row]:
+            assert masked[start:end][line > last].all() and masked[end:].all()  # answer line and EOS tail
+            assert not masked[start:end][(line == last) & ~torch.tensor(layout.computed)].all()  # i.i.d. in the line
+        else:
+            assert not masked[end:].all()  # at t = 0.2 the EOS tail keeps visible tokens
+    # the share changes nothing when 0: the same draws, the same masks as a run without it
+    assert all(torch.equal(a, b) for a, b in zip(
+        focus_pattern(starts, layouts, shape, random.Random(1), last_fraction=1.0),
+        focus_pattern(starts, layouts, shape, random.Random(1), last_fraction=1.0, window_fraction=0.0), strict=True))
+    with pytest.raises(ValueError, match=r"`focus_window_fraction` must be in \[0, 1\]"):
+        DataConfig(focus_window_fraction=1.5)
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train-tiny", "--focus-window-fraction", "0.5", "--focus-last-families", "hard/long"])
+    config = cli.config_from_args(args)
+    assert (config.data.focus_window_share("hard/long"), config.data.focus_window_share("arith")) == (0.5, 0.0)
+    assert config_from_dict(json.loads(json.dumps(dataclasses.asdict(config)))) == config
+    raw = dataclasses.asdict(TINY)
+    del raw["data"]["focus_window_fraction"]
+    assert config_from_dict(raw).data.focus_window_fraction == 0.0  # checkpoints from before the option
+    from dllm_viz.train.checkpoint import TrainState
+    from dllm_viz.train.export import training_card
+
+    card = training_card(build_model(TINY.model, tokenizer), config, TrainState())
+    assert "(0.5 of hard/long masked whole after the cut line)" in card
+
+
 def test_training_batches_use_focus_masking_on_their_share_of_rows(tokenizer: PreTrainedTokenizerFast) -> None:
     ids = special_ids(tokenizer)
     plain = training_batch(DataConfig(batch_size=16, focus_fraction=0.0), tokenizer, ids, seed=0, step=3)

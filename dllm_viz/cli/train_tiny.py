@@ -87,7 +87,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--focus-last-families", type=_families, default=d_data.focus_last_families, metavar="FAMILY,...",
-        help="only these families' focus rows take --focus-last-fraction (e.g. hard/long); default: every family",
+        help="only these families' focus rows take --focus-last-fraction and --focus-window-fraction (e.g. "
+        "hard/long); default: every family",
+    )  # fmt: skip
+    parser.add_argument(
+        "--focus-window-fraction", type=float, default=d_data.focus_window_fraction,
+        help="share of the focus rows with everything after the cut line masked (format, later lines, answer "
+        "line, EOS tail): a one-line window's state; 0 = the rest keeps its i.i.d. masking",
     )  # fmt: skip
     parser.add_argument(
         "--drill-every", type=int, default=d_data.drill_every,
@@ -185,7 +191,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     data = replace(
         DataConfig(), batch_size=args.batch_size, code_fraction=args.code_fraction, hard_fraction=args.hard_fraction,
         focus_fraction=args.focus_fraction, focus_last_fraction=args.focus_last_fraction,
-        focus_last_families=args.focus_last_families,
+        focus_last_families=args.focus_last_families, focus_window_fraction=args.focus_window_fraction,
         drill_every=args.drill_every,
         drill_batch_size=args.drill_batch_size, drill_max_ops=args.drill_max_ops,
         list_drill_every=args.list_drill_every, list_drill_batch_size=args.list_drill_batch_size,

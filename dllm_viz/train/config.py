@@ -51,6 +51,15 @@ class DataConfig:
             at `hard/long` alone and leave the other families' uniform cuts as they were (session
             51: aimed so, AdaBlock's gain stayed and so did the chains' loss, which came with the
             stage's `--lr 4e-4`, not the cut).
+        focus_window_fraction: share of the focus rows of `focus_last_families` (every family when
+            ()) whose positions after the cut unit are all masked (every later line or item, the
+            answer line, the EOS tail), as a semi-autoregressive window ending at that unit's
+            newline (AdaBlock's one-line windows) leaves them. Why (session
+            55): the i.i.d. masking of the other focus rows shows some of what follows (later
+            operators, the `####`, where the EOS tail begins, so the answer's length), which a
+            one-line window never sees; after sessions 50-54's last-line cut AdaBlock on the long
+            chains still trailed dense by 13 points, half of its wrong answers first wrong at the
+            last worked line.
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
             `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
             instead of word problems: about the same tokens, several times the computed results
@@ -82,6 +91,7 @@ class DataConfig:
     focus_fraction: float = 0.5
     focus_last_fraction: float = 0.0
     focus_last_families: tuple[str, ...] = ()
+    focus_window_fraction: float = 0.0
     drill_every: int = 2
     drill_batch_size: int = 64
     drill_max_ops: int = 4
@@ -104,6 +114,11 @@ class DataConfig:
         if not 0.0 <= self.focus_last_fraction <= 1.0:
             raise ValueError(
                 f"`focus_last_fraction` must be in [0, 1] (a share of the focus rows), got {self.focus_last_fraction}"
+            )
+        if not 0.0 <= self.focus_window_fraction <= 1.0:
+            raise ValueError(
+                f"`focus_window_fraction` must be in [0, 1] (a share of the focus rows), "
+                f"got {self.focus_window_fraction}"
             )
         known = ("arith", *(name for name, _ in HARD_FAMILIES))
         unknown = [name for name in self.focus_last_families if name not in known]
@@ -138,8 +153,14 @@ class DataConfig:
 
     def focus_last_share(self, task: str) -> float:
         """`focus_last_fraction` for a focus row of family `task` (0 outside `focus_last_families`)."""
-        wanted = not self.focus_last_families or task in self.focus_last_families
-        return self.focus_last_fraction if wanted else 0.0
+        return self.focus_last_fraction if self._aimed_at(task) else 0.0
+
+    def focus_window_share(self, task: str) -> float:
+        """`focus_window_fraction` for a focus row of family `task` (0 outside `focus_last_families`)."""
+        return self.focus_window_fraction if self._aimed_at(task) else 0.0
+
+    def _aimed_at(self, task: str) -> bool:
+        return not self.focus_last_families or task in self.focus_last_families
 
     def hard_families(self) -> Families:
         """The hard families and weights this run's training rows are drawn by."""
@@ -314,6 +335,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     data.setdefault("focus_fraction", 0.0)
     data.setdefault("focus_last_fraction", 0.0)  # before session 50
     data["focus_last_families"] = tuple(data.get("focus_last_families", ()))  # before session 51; JSON lists
+    data.setdefault("focus_window_fraction", 0.0)  # before session 55
     data.setdefault("drill_every", 0)
     data.setdefault("drill_max_ops", 1)  # session 3's drills were one operation
     data.setdefault("hard_fraction", 0.0)  # before the hard split (session 10)

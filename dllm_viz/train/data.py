@@ -118,6 +118,7 @@ def answer_layouts(tokenizer: PreTrainedTokenizerFast, problems: Sequence[Proble
 def focus_pattern(
     prompt_lengths: Sequence[int], layouts: Sequence[AnswerLayout | None], shape: tuple[int, int],
     rng: random.Random, *, last_fraction: float | Sequence[float] = 0.0,
+    window_fraction: float | Sequence[float] = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(must_mask, keep) boolean masks that put rows with a layout in the state of decoding.
 
@@ -133,21 +134,32 @@ def focus_pattern(
 
     `last_fraction` of the rows (one share for all, or one per row) instead cut at the last unit
     but one (a chain's last worked line, a list's last two items), so it is computed with the
-    answer line masked too (DataConfig.focus_last_fraction says why); a row at 0 makes no extra
-    draw, so the rows of a run without it are unchanged.
+    answer line masked too (DataConfig.focus_last_fraction says why). `window_fraction` of the rows
+    (drawn after the cut) also mask everything after the cut unit, to the row's end: the state a
+    window ending at that unit's newline leaves the canvas in (DataConfig.focus_window_fraction). A
+    row at 0 of either makes no extra draw, so the rows of a run without them are unchanged.
     """
-    shares = [last_fraction] * len(layouts) if isinstance(last_fraction, float | int) else list(last_fraction)
+    last_shares, window_shares = _per_row(last_fraction, len(layouts)), _per_row(window_fraction, len(layouts))
     must_mask = torch.zeros(shape, dtype=torch.bool)
     keep = torch.zeros(shape, dtype=torch.bool)
-    for row, (start, layout, share) in enumerate(zip(prompt_lengths, layouts, shares, strict=True)):
+    for row, (start, layout, last, window) in enumerate(
+            zip(prompt_lengths, layouts, last_shares, window_shares, strict=True)):
         if layout is None or not any(layout.computed):
             continue
-        cut = max(layout.line[-1] - 1, 0) if share and rng.random() < share else rng.randrange(layout.line[-1] + 1)
+        cut = max(layout.line[-1] - 1, 0) if last and rng.random() < last else rng.randrange(layout.line[-1] + 1)
         line = torch.tensor(layout.line)
         end = start + len(layout.line)
         keep[row, start:end] = line < cut
         must_mask[row, start:end] = (line >= cut) & torch.tensor(layout.computed)
+        if window and rng.random() < window:
+            must_mask[row, start:end] |= line > cut
+            must_mask[row, end:] = True
     return must_mask, keep
+
+
+def _per_row(share: float | Sequence[float], rows: int) -> list[float]:
+    """One share for every row, or the rows' own."""
+    return [float(share)] * rows if isinstance(share, float | int) else list(share)
 
 
 def bucket_length(needed: int) -> int:
@@ -272,5 +284,6 @@ def training_batch(
             [len(prompt) for prompt, _ in pairs],
             [layout if pick else None for layout, pick in zip(layouts, chosen, strict=True)],
             tuple(rows[0].shape), rng, last_fraction=[config.focus_last_share(p.task) for p in problems],
+            window_fraction=[config.focus_window_share(p.task) for p in problems],
         )  # fmt: skip
     return mask_rows(*rows, ids["mask_token_id"], generator=generator, must_mask=must_mask, keep=keep)
