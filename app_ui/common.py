@@ -50,13 +50,13 @@ OWN_PROMPT = "(type your own)"
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
 TEXT_PARAM = "text"
 # The sample a prompt picker opens on: a breadth problem of the hard split, on which the bundled model
-# needs several passes a block under the threshold rule (8 passes at gen 64 on step 110500, 9 on step
-# 109000, against 2-3 for an easy arith sample), writes a product the other way round than the reference
-# (`4 * 3` for `3 * 4`) and is wrong at threshold 0.5 (and at 0.7 on step 109000; step 110500 reaches
-# the right final answer there through a garbled line), so the first decode a visitor runs already shows a
-# trade-off (dllm_viz/tasks/export_sets.py DEMO_BREADTH_3 says how it was picked). It was hard/breadth-1
-# until session 44 and hard/breadth-2 until session 48: step 103000 got the first wrong at threshold 0.9
-# (dense right), step 109000 the second both ways. Falls back to the first sample.
+# (step 110500) needs several passes a block under the threshold rule (8 passes at gen 64, against 2-3
+# for an easy arith sample), writes a product the other way round than the reference (`4 * 3` for `3 *
+# 4`) and is wrong at threshold 0.5, so the first decode a visitor runs already shows a trade-off
+# (dllm_viz/tasks/export_sets.py DEMO_BREADTH_3 says how it was picked). A retrained model can get the
+# sample wrong at 0.9 too, as steps 103000 and 109000 did hard/breadth-1 and -2, the samples before it:
+# then pick another (tests/test_bundled_model.py checks that it is right at 0.9 in several passes a
+# block). Falls back to the first sample.
 DEFAULT_SAMPLE = "hard/breadth-3"
 # The pages' own pickers, here so app_ui.url_params can name what a bad link value should be.
 COMPARE_MODES = ("one prompt", "a prompt set")

@@ -85,19 +85,16 @@ def test_cached_greedy_outputs_agree_with_uncached_on_held_out_arithmetic(bundle
     assert sum(same) >= MIN_CACHE_AGREEMENT_OF_20, same
 
 
-# Measured on the bundled step-110500 checkpoint (see MODEL_CARD.md): 20/20 arithmetic and 20/20
-# code with threshold 0.9 at gen 128 (39/40 on the card's first 40 code problems, against step 109000's
-# 38/40; step 109000: 20/20 and 19/20; steps 103000, 77750, 74000, 69250, 54233 and 46500: 20/20 and
-# 20/20; step 40343: 19/20 and 20/20; step 34000: 20/20 and 20/20; step 27250: 17/20 and 18/20; step
-# 24380: 19/20 and 19/20; step 19250: 20/20 and 20/20; step 12500 18/20 and 20/20, step 10250 8/20 and
-# 19/20). On the first 200 held-out arithmetic problems step 110500 scores 98.5% (threshold 0.9) and
-# 100% (dense). One problem of slack absorbs float differences between machines; a retrained model
-# that scores lower than this on the same 20 problems is a regression.
+# Measured on the bundled step-110500 checkpoint (MODEL_CARD.md): 20/20 arithmetic and 20/20 code with
+# threshold 0.9 at gen 128 (39/40 on the card's first 40 code problems); on the first 200 held-out
+# arithmetic problems 98.5% (threshold 0.9) and 100% (dense). Every bundled model since step 19250 scored
+# 17-20 of each 20 (tools/floor_counts.py counts a candidate's; the card's history and BENCHMARKS.md hold
+# each). One problem of slack absorbs float differences between machines; a retrained model that scores
+# lower than this on the same 20 problems is a regression.
 MIN_CORRECT_OF_20 = 19
 MIN_CODE_CORRECT_OF_20 = 19
-# Measured: prefix 20/20 and dual 20/20 on steps 110500, 109000 and 103000 (steps 77750, 74000, 69250, 54233, 46500,
-# 40343 and 34000: 20/20 and 20/20; step 27250: 18/20 and 18/20; step 19250: 20/20 and 20/20); the floor is
-# the issue's bar, 90%, 18/20.
+# Measured: prefix 20/20 and dual 20/20 on step 110500, as on every bundled model since step 34000 (step
+# 27250: 18/20 each); the floor is the issue's bar, 90%, 18/20.
 MIN_CACHE_AGREEMENT_OF_20 = 18
 
 
@@ -105,19 +102,13 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
     """The testbed's point (issue #19): on hard problems the threshold rule cannot commit a block in one
     pass. Measured on tools/floor_counts.py's HARD_SLICE (two chains, two breadth problems: the first
     four of the held-out hard set until session 48) at gen 128, passes a block over the canvas's four
-    blocks: 3.0, 1.25, 1.5, 2.0 on step 110500 (mean 1.94; 5.0, 1.5, 1.67, 3.0 over the blocks holding
-    answer text, mean 2.79), 3.75, 1.25, 1.5, 2.0 on step 109000 (mean 2.12; 6.5, 1.5, 1.67, 3.0 over
-    the blocks holding answer text, mean 3.17), 3.0, 1.25, 1.75, 1.75 on step 103000 (mean 1.94), 3.25,
-    1.5, 1.75, 2.25 on step 77750 (mean 2.19), 3.25, 1.25, 1.5, 2.75 on step 74000 (mean 2.19), 3.25,
-    1.5, 2.5, 2.75 on step 69250 (mean 2.5), 4.5, 1.75, 1.5, 3.0 on step 54233 (mean 2.69), 2.5-4.25 on
-    step 46500, 2.75-4.75 on step 40343 (the step-19250 model, trained on the easy split only, committed
-    whole blocks in ~1). A block of end-of-text alone commits in one pass once the answer has ended, so
-    that mean falls as a model gets surer of where its answer ends; over the blocks holding answer text
-    (tools/block_passes.py) the same decodes take 5.0, 1.5, 2.0, 2.5 passes (mean 2.75) on step 103000
-    and 5.5, 2.0, 2.0, 3.5 (mean 3.25) on step 77750 (on item 5's 200 problems at gen 256: 3.34 and 3.36
-    a block, BENCHMARKS.md session 44). Every prompt must take more than one pass a block both ways; the
-    answer blocks two on average (the issue's example), all blocks 1.5 (step 103000's 1.94 less a pass
-    on two of the four; until session 44 the floor was 2, which step 103000 misses)."""
+    blocks: 3.0, 1.25, 1.5, 2.0 on step 110500 (mean 1.94), and over the blocks holding answer text
+    (tools/block_passes.py) 5.0, 1.5, 1.67, 3.0 (mean 2.79); each earlier model's in BENCHMARKS.md (the
+    step-19250 model, trained on the easy split only, committed whole blocks in ~1). Every prompt must
+    take more than one pass a block both ways; the answer blocks two on average (the issue's example),
+    all blocks 1.5: a block of end-of-text alone commits in one pass once the answer has ended, so that
+    mean falls as a model gets surer of where its answer ends (its floor was 2 until step 103000's
+    1.94)."""
     per_block, per_answer_block = FLOORS.hard_passes(bundled)
     assert min(per_block) > 1 and sum(per_block) / len(per_block) >= 1.5, per_block
     assert min(per_answer_block) > 1 and sum(per_answer_block) / len(per_answer_block) >= 2, per_answer_block
@@ -126,8 +117,8 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
 def test_the_apps_default_sample_shows_a_trade_off(bundled) -> None:
     """The prompt pickers open on DEFAULT_SAMPLE (app_ui/common.py) so that a first visit shows the
     testbed at work: decoded with the Decode page's defaults (threshold 0.9, gen 64, blocks of 32) the
-    bundled model answers it right, but in several passes a block, not in one (8 passes on step 110500, 9
-    on step 109000; app_ui/common.py says why the sample moved with the models)."""
+    bundled model answers it right, but in several passes a block, not in one (8 passes on step 110500;
+    app_ui/common.py says why the sample moved with the models)."""
     from app_ui.common import DEFAULT_SAMPLE, sample_problems
 
     problem = sample_problems()[DEFAULT_SAMPLE]
