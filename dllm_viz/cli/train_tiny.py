@@ -92,8 +92,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--focus-window-fraction", type=float, default=d_data.focus_window_fraction,
-        help="share of the focus rows with everything after the cut line masked (format, later lines, answer "
-        "line, EOS tail): a one-line window's state; 0 = the rest keeps its i.i.d. masking",
+        help="share of the focus rows with everything after the cut line masked (later lines, the answer line, "
+        "the EOS tail): a one-line window's state; 0 = the rest keeps its i.i.d. masking",
     )  # fmt: skip
     parser.add_argument(
         "--drill-every", type=int, default=d_data.drill_every,

@@ -59,7 +59,8 @@ class DataConfig:
             operators, the `####`, where the EOS tail begins, so the answer's length), which a
             one-line window never sees; after sessions 50-54's last-line cut AdaBlock on the long
             chains still trailed dense by 13 points, half of its wrong answers first wrong at the
-            last worked line.
+            last worked line. One stage at 0.5 on `hard/long` took it there 82% -> 95%, level with
+            dense (BENCHMARKS.md, session 55).
         drill_every / drill_batch_size: every `drill_every`-th step (0 = never) is a batch of
             `drill_batch_size` bare-expression drills (`ArithTask.drills`) on a short canvas
             instead of word problems: about the same tokens, several times the computed results
