@@ -112,15 +112,9 @@ class DataConfig:
             )
         if not 0.0 <= self.focus_fraction <= 1.0:
             raise ValueError(f"`focus_fraction` must be in [0, 1], got {self.focus_fraction}")
-        if not 0.0 <= self.focus_last_fraction <= 1.0:
-            raise ValueError(
-                f"`focus_last_fraction` must be in [0, 1] (a share of the focus rows), got {self.focus_last_fraction}"
-            )
-        if not 0.0 <= self.focus_window_fraction <= 1.0:
-            raise ValueError(
-                f"`focus_window_fraction` must be in [0, 1] (a share of the focus rows), "
-                f"got {self.focus_window_fraction}"
-            )
+        for name in ("focus_last_fraction", "focus_window_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1] (a share of the focus rows), got {getattr(self, name)}")
         known = ("arith", *(name for name, _ in HARD_FAMILIES))
         unknown = [name for name in self.focus_last_families if name not in known]
         if unknown:

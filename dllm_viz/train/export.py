@@ -151,15 +151,15 @@ pending: measured with `python -m dllm_viz eval ...`
 def training_card(model: nn.Module, config: TrainConfig, state: TrainState) -> str:
     """Model card text for a run at its current state."""
     m, d = config.model, config.data
+    aimed = " / ".join(d.focus_last_families) or "them"  # the focus rows the last-line and window shares take
     recipe = {
         "architecture": f"Llama (bidirectional), {m.num_layers} layers, d={m.hidden_size}, "
         f"{m.num_heads} heads, ffn {m.intermediate_size}",
         "objective": f"masked diffusion SFT, loss weighting {config.loss_weighting!r}, "
         f"focus masking on {d.focus_fraction:g} of rows"
-        + (f" ({d.focus_last_fraction:g} of {' / '.join(d.focus_last_families) or 'them'}"
-           " cut at the last worked line)" if d.focus_last_fraction else "")
-        + (f" ({d.focus_window_fraction:g} of {' / '.join(d.focus_last_families) or 'them'}"
-           " masked whole after the cut line)" if d.focus_window_fraction else ""),
+        + (f" ({d.focus_last_fraction:g} of {aimed} cut at the last worked line)" if d.focus_last_fraction else "")
+        + (f" ({d.focus_window_fraction:g} of {aimed} masked whole after the cut line)"
+           if d.focus_window_fraction else ""),
         "batch": f"{d.batch_size} rows, code fraction {d.code_fraction}, hard fraction {d.hard_fraction}"
         + (f" (weights {', '.join(f'{name} {weight:g}' for name, weight in d.hard_weights)}, the rest as held out)"
            if d.hard_weights else "")
