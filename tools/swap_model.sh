@@ -78,12 +78,14 @@ fi
 
 # controller <kind>: retrained by the recipe its shipped card records (prompts, canvas, block, epochs, rollouts).
 controller() {
-    local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe
+    local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe resume=()
+    # An interrupted run kept its dense trajectories (checked against the weights' fingerprint on reuse).
+    [[ -d "${weights%.safetensors}.trajectories" ]] && resume=(--resume)
     recipe=$(python -c 'import json, sys; c = json.load(open(sys.argv[1])); k = c["config"]
 print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"])' "${weights%.safetensors}.json") || return 1
     read -r n gen block epochs rollouts <<< "$recipe"
     python -m dllm_viz train-controller --kind "$kind" --n "$n" --gen-length "$gen" --block-length "$block" \
-        --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1
+        --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1 "${resume[@]}"
 }
 step controller_tspd controller tspd &
 step controller_learn2pd controller learn2pd &
