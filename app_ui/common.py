@@ -50,9 +50,10 @@ OWN_PROMPT = "(type your own)"
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
 TEXT_PARAM = "text"
 # The sample a prompt picker opens on: a breadth problem of the hard split, on which the bundled model
-# (step 110500) needs several passes a block under the threshold rule (8 passes at gen 64, against 2-3
-# for an easy arith sample), writes a product the other way round than the reference (`4 * 3` for `3 *
-# 4`) and is wrong at threshold 0.5, so the first decode a visitor runs already shows a trade-off
+# (step 112000) needs several passes a block under the threshold rule (8 passes at gen 64, against 2-3
+# for an easy arith sample), writes the two groups in the other order than the reference and a product
+# the other way round (`2 * 3` for `3 * 2`), and is wrong at threshold 0.5 (3 passes: `3 * 3 = 624 * 3`),
+# so the first decode a visitor runs already shows a trade-off
 # (dllm_viz/tasks/export_sets.py DEMO_BREADTH_3 says how it was picked). A retrained model can get the
 # sample wrong at 0.9 too, as steps 103000 and 109000 did hard/breadth-1 and -2, the samples before it:
 # then pick another (tests/test_bundled_model.py checks that it is right at 0.9 in several passes a

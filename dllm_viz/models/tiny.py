@@ -17,16 +17,18 @@ if TYPE_CHECKING:  # transformers' config classes cost ~0.5 s to import; only lo
     from transformers import LlamaConfig
 
 MASK_TOKEN = "[MASK]"
+# The three family points below were calibrated on step 110500; the bundled step-112000 model (session 56)
+# runs them until its own calibration by the same protocol (BENCHMARKS.md, session 56).
 # AdaBlock's tau_D, by CORA-Diff's protocol (`tools/swap_model.sh`'s `calibrate --policy adablock+threshold
 # --grid 'delimiter_threshold=0.1,0.5,0.9' --tasks hard/chain,hard/breadth,hard/long`, gen 256, blocks of
-# 32, problems 0-49 of each family to calibrate, 50-99 to check). On the bundled step-110500 model none is
+# 32, problems 0-49 of each family to calibrate, 50-99 to check). On the step-110500 model none is
 # within a point of dense (0.1 and 0.5: 92.0% at 18.9 mean NFE, 0.9: 91.3% at 18.7, dense 96.0%; the one-line
 # windows on the long chains), so no point is claimed and 0.9, the kept point of every earlier model, stays.
 # Low tau_D ends windows at newlines the model is unsure of, which costs passes and accuracy. Each model's
 # calibration: BENCHMARKS.md ("Summary: the hard split" and the session sections, sessions 17-53).
 ADABLOCK_TAU_D = 0.9
 # CORA's (delta_p, m), by the paper's protocol (`calibrate --policy cora --grid 'delta_p=...;m=1,2'`, the
-# same three families and slices). On the bundled step-110500 model (grid 'delta_p=0.97,0.99,0.995,0.999;
+# same three families and slices). On the step-110500 model (grid 'delta_p=0.97,0.99,0.995,0.999;
 # m=1,2', dense 96.0% to calibrate, 97.3% to check) every point is within a point of dense; the fewest
 # passes, (0.97, 1), 96.0% at 18.9 mean NFE, fails its check (94.7%), so no point is claimed and (0.995, 1),
 # step 109000's point (chosen and checked there), stays: 96.3% at 21.2 mean NFE (12.1x fewer than dense)
@@ -35,7 +37,7 @@ ADABLOCK_TAU_D = 0.9
 CORA_DELTA_P, CORA_M = 0.995, 1
 # TSPD's tau_fix, by the same protocol with CE on (the configuration item 5's claim names; `calibrate
 # --policy tspd+kalman --grid 'tau_fix=0.5,0.6,0.7,0.8,0.9'`, the same three families and slices). On the
-# bundled step-110500 model and its retrained controller: 0.5 scores 96.0% at 31.8 mean NFE (8.0x fewer
+# step-110500 model and its retrained controller: 0.5 scores 96.0% at 31.8 mean NFE (8.0x fewer
 # than dense), level with dense, and 0.6-0.9 94.0-95.3% at 57-190; 0.5, the fewest passes within a point,
 # scores 97.3% against dense's 97.3% at 8.2x on the check slice, so the tolerance holds and 0.5, the
 # paper's value, is this model's point (BENCHMARKS.md, session 55; each earlier model's: sessions 31-53).
