@@ -320,6 +320,39 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
         merge.main([parts[1], str(tmp_path / "other.csv"), "--out", str(tmp_path / "mixed.csv")])
 
 
+def test_merged_lanes_of_several_tasks_resume_as_the_whole_run(tiny_dir: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lanes of `--tasks a,b` list their problems a0 b0 | a1 b1, the whole run a0 a1 b0 b1; the merged
+    file resumes under the whole run's options all the same (a row does not depend on the order), and
+    its summary counts each task's problems once."""
+    merge = tool("merge_bench")
+    common = ["bench", "--model", str(tiny_dir), "--device", "cpu", "--tasks", "arith,hard/chain", "--policies",
+              "dense", "--gen-length", "16", "--block-length", "8"]
+    for skip in (0, 2):
+        assert main([*common, "--skip", str(skip), "--n", "2", "--out", str(tmp_path / f"lane{skip}.csv")]) == 0
+    lanes = [str(tmp_path / "lane0.csv"), str(tmp_path / "lane2.csv")]
+    assert merge.main([*lanes, "--out", str(tmp_path / "all.csv")]) == 0
+    merged = pd.read_csv(tmp_path / "all.csv")["problem_id"].tolist()
+    assert [p.split("|")[0] for p in merged] == ["arith"] * 2 + ["hard/chain"] * 2 + ["arith"] * 2 + ["hard/chain"] * 2
+    capsys.readouterr()
+    import dllm_viz.models as models
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the merged lanes decoded again")
+
+    monkeypatch.setattr(models, "load", no_load)
+    assert main([*common, "--n", "4", "--out", str(tmp_path / "all.csv"), "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert "8 of 8 rows already done" in captured.err
+    assert "n=8" in captured.out
+    monkeypatch.undo()
+    # the same problems in another order are the same run; other problems are not
+    assert main([*common, "--n", "3", "--out", str(tmp_path / "all.csv"), "--resume"]) != 0
+    assert "with other settings (problems:" in capsys.readouterr().err
+
+
+
 def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """tools/compare_models.py, the swap's evidence in tools/gpu_stage.sh: per configuration both runs

@@ -10,6 +10,11 @@ positions against it without loading the model:
     python tools/merge_bench.py rows_0.csv rows_100.csv --out rows.csv
     python -m dllm_viz bench <the same options> --skip 0 --n 200 --out rows.csv --resume
 
+Lanes of several tasks (`--tasks a,b --skip 0 --n 50` and `--skip 50 --n 50`) list their problems
+a0 b0 | a1 b1 where the whole run lists a0 a1 b0 b1; the merged file keeps the lanes' order, and
+`--resume` takes it because a run's problems compare in any order (dllm_viz/cli/results.py,
+ORDER_FREE: each row is one problem decoded on its own).
+
 `--configs dense` keeps the named configurations' rows only, with settings as if bench had run
 those alone, so the file resumes under `--policies dense`: how tools/swap_model.sh keeps the new
 bundled model's dense rows on item 5 for candidates to be paired with (training/bundled_bench).

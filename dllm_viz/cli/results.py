@@ -20,6 +20,11 @@ from typing import Any, TextIO
 
 # Settings keys newer than some results files (see _check_settings).
 ADDED_LATER = frozenset({"model_weights", "data", "points"})
+# Settings keys whose order does not change a row: each row is one problem decoded on its own (the
+# engine seeds a fresh generator from the decode seed for every decode), so the same problems listed
+# in another order are the same run. Two `bench --tasks a,b` processes over disjoint --skip slices
+# list a0 b0 | a1 b1, the whole run a0 a1 b0 b1: tools/merge_bench.py's joined file resumes under it.
+ORDER_FREE = frozenset({"problems"})
 
 
 class ResultsFile:
@@ -161,9 +166,18 @@ def read_settings(path: Path) -> dict[str, Any]:
 def differing_settings(saved: Mapping[str, Any], settings: Mapping[str, Any],
                        ignore: frozenset[str] = frozenset()) -> list[str]:
     """Keys whose values differ between a file's saved settings and a run's, sorted, `ignore`
-    left out. Files written before a key existed carry none: their rows are taken on trust."""
-    return sorted(k for k in {*saved, *settings} - ignore if saved.get(k) != settings.get(k)
+    left out. Files written before a key existed carry none: their rows are taken on trust.
+    Keys in ORDER_FREE compare as multisets (see there)."""
+    return sorted(k for k in {*saved, *settings} - ignore
+                  if _comparable(k, saved.get(k)) != _comparable(k, settings.get(k))
                   and not (k in ADDED_LATER and k not in saved))
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """`value` as compared for `key`: an ORDER_FREE list sorted (by its JSON text, so mixed values sort)."""
+    if key in ORDER_FREE and isinstance(value, list):
+        return sorted(json.dumps(item, sort_keys=True) for item in value)
+    return value
 
 
 def show_differences(saved: Mapping[str, Any], settings: Mapping[str, Any], keys: Sequence[str]) -> str:
