@@ -94,7 +94,8 @@ def train(adapter: ModelAdapter) -> None:
         # at once), checked again at every model turn (another session may have saved it while this
         # one waited), and the final save refuses an existing file atomically, since no lock covers it.
         path, card = train_controller(adapter, texts, config, controller_dir() / f"{name}.safetensors",
-                                      on_progress=on_progress, model_turn=model_turn, overwrite=False)
+                                      on_progress=on_progress, model_turn=model_turn, overwrite=False,
+                                      tasks=str(task))
     except ControllerExistsError as exc:  # its message has the server's path; say the name instead
         raise ValueError(taken_message(name, training=exc.training)) from None
     st.session_state["train_result"] = (str(path), card)

@@ -242,6 +242,27 @@ class TestTrainController:
         one_line_error(capsys, status, "held-out set sample_prompts/", "omit --prompts")
         assert sorted(p.name for p in tmp_path.iterdir()) == ([] if heldout != "mixed" else ["mixed.jsonl"])
 
+    @pytest.mark.parametrize(("tasks", "said"), [
+        ("gsm8k", ("--tasks 'gsm8k'", "real benchmark", "--prompts")),
+        ("hard,hard", ("names a task twice",)),
+        (" , ", ("names no task", "arith,code")),
+        ("hrad", ("unknown task 'hrad'", "hard/chain")),
+    ])
+    def test_tasks_that_give_no_training_problems(self, tasks: str, said: tuple[str, ...], tiny_dir: Path,
+                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Refused with the fix before the model loads and nothing is written."""
+        status = main(["train-controller", "--model", str(tiny_dir), "--n", "4", "--epochs", "1", *FAST,
+                       "--tasks", tasks, "--out", str(tmp_path / "c.safetensors")])
+        one_line_error(capsys, status, *said)
+        assert list(tmp_path.iterdir()) == []
+
+    def test_tasks_and_prompts_together(self, tiny_dir: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        prompts = _training_prompts(tmp_path / "p.jsonl", 3)
+        with pytest.raises(SystemExit):
+            main(["train-controller", "--model", str(tiny_dir), "--tasks", "hard", "--prompts", str(prompts)])
+        assert "not allowed with argument" in capsys.readouterr().err
+
     def test_a_prompt_set_smaller_than_n_is_said(self, tiny_dir: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
         prompts = _training_prompts(tmp_path / "p.jsonl", 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -216,7 +217,35 @@ def test_train_controller_cli_writes_weights_and_card(tiny_dir: Path, tmp_path: 
     card = json.loads(out.with_suffix(".json").read_text())
     assert card["kind"] == "tspd" and set(card["validation"]) >= {"precision", "recall"}
     assert card["prompts"] == 4 and len(card["train_loss"]) == 1
+    assert card["tasks"] == "arith,code"  # the default, recorded so the recipe can be rerun
     assert "saved" in capsys.readouterr().out
+
+
+def test_train_controller_tasks_pick_the_training_problems(tiny_dir: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--tasks hard trains on the hard split's training problems (the distribution the controller will
+    decode), --n split evenly among the named tasks in order; the card records the tasks."""
+    import dllm_viz.train.controller as controller
+    from dllm_viz.cli import train_controller as cli
+    from dllm_viz.tasks import get_task
+
+    seen: list[list[str]] = []
+    real = controller.train_controller
+
+    def spy(adapter: Any, prompts: list[str], *args: Any, **kwargs: Any) -> Any:
+        seen.append(list(prompts))
+        return real(adapter, prompts, *args, **kwargs)
+
+    monkeypatch.setattr(controller, "train_controller", spy)
+    out = tmp_path / "hard.safetensors"
+    assert main(["train-controller", "--model", str(tiny_dir), "--device", "cpu", "--tasks", "hard", "--n", "3",
+                 "--epochs", "1", "--gen-length", "16", "--block-length", "8", "--out", str(out)]) == 0
+    assert seen[0] == [p.prompt for p in get_task("hard").generate(3, seed=1, split="train")]
+    assert json.loads(out.with_suffix(".json").read_text())["tasks"] == "hard"
+    # arith,code as before --tasks: arith takes the remainder
+    mixed = cli.training_problems(["arith", "code"], 5)
+    assert [p.prompt for p in mixed] == [p.prompt for p in (get_task("arith").generate(3, seed=1, split="train")
+                                                           + get_task("code").generate(2, seed=1, split="train"))]
 
 
 def test_shipped_controllers_for_the_tiny_model_load_with_their_cards() -> None:

@@ -12,6 +12,7 @@ from dllm_viz.cli.options import add_model_options, load_model, model_settings, 
 # The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
 SUFFIX = ".safetensors"  # the weights' format, whatever --out says
+DEFAULT_TASKS = "arith,code"  # the easy split's tasks, the controllers' training set before --tasks
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,9 +22,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Dense-decode a prompt set, label each masked position by whether its candidate is already "
                     "the final token, and fit the controller; writes weights (.safetensors) and a JSON card.")
     parser.add_argument("--kind", choices=["tspd", "learn2pd"], default="tspd", help="which controller (default tspd)")
-    parser.add_argument("--prompts", type=Path, default=None,
-                        help="jsonl prompt set (default: freshly generated arith and code training problems, "
-                             "never the held-out sets the benchmarks score)")
+    prompts = parser.add_mutually_exclusive_group()
+    prompts.add_argument("--prompts", type=Path, default=None,
+                         help="jsonl prompt set (default: freshly generated training problems of --tasks, "
+                              "never the held-out sets the benchmarks score)")
+    prompts.add_argument("--tasks", default=DEFAULT_TASKS,
+                         help="comma-separated tasks whose training problems are generated, --n split evenly "
+                              f"(default {DEFAULT_TASKS}; train on the tasks the controller will decode, e.g. hard)")
     parser.add_argument("--n", type=int, default=200, help="prompts to use (default 200)")
     parser.add_argument("--epochs", type=int, default=5, help="training epochs (default 5)")
     parser.add_argument("--gen-length", type=int, default=128, help="canvas of the dense runs (default 128)")
@@ -47,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Train and save; returns the exit status."""
     from dllm_viz.config import DecodeConfig
     from dllm_viz.policies import Pipeline
-    from dllm_viz.tasks import get_task, load_problems
+    from dllm_viz.tasks import load_problems
     from dllm_viz.train.controller import ControllerConfig, train_controller
     from dllm_viz.train.trajectory_store import TrajectoryStore
     from dllm_viz.writable import check_writable
@@ -76,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
                              "least 2 (one for validation)")
         note_short_set(f"--prompts {str(args.prompts)!r}", 0, args.n, len(problems))
         check_not_heldout(args.prompts, [p.prompt for p in problems])
+        tasks = None
     else:
-        half = args.n // 2
-        problems = (get_task("arith").generate(args.n - half, seed=1, split="train")
-                    + get_task("code").generate(half, seed=1, split="train"))
+        tasks = ",".join(names := task_names(args.tasks))
+        problems = training_problems(names, args.n)
     prompts = [p.prompt for p in problems]
     # The model's weights fingerprint too: a --resume after `tiny` was retrained reused the old
     # model's dense trajectories, so the controller learned another model's endpoints.
@@ -87,13 +92,45 @@ def run(args: argparse.Namespace) -> int:
                             {**model_settings(args), "gen_length": args.gen_length,
                              "block_length": args.block_length}, resume=args.resume)
     adapter = load_model(args)
-    path, card = train_controller(adapter, prompts, config, out, store=store,
+    path, card = train_controller(adapter, prompts, config, out, store=store, tasks=tasks,
                                   on_progress=lambda progress: print(progress.message(), flush=True))
     store.remove()
     print(f"saved {path} validation={card['validation']}")
     if card.get("trivial"):
         print(f"warning: {card['trivial']}", file=sys.stderr)
     return 0
+
+
+def task_names(text: str) -> list[str]:
+    """The tasks --tasks names, each checked to exist (before the model loads).
+
+    Raises:
+        ValueError: no name, a name given twice, or an unknown task (the message lists the known ones).
+    """
+    from dllm_viz.tasks import get_task
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"--tasks {text!r} names no task; give e.g. {DEFAULT_TASKS} or hard")
+    if len(set(names)) < len(names):
+        raise ValueError(f"--tasks {text!r} names a task twice; name each once (--n is split evenly among them)")
+    for name in names:
+        try:  # an unknown name: its ValueError lists the known tasks
+            get_task(name).generate(0, seed=1, split="train")
+        except ValueError as exc:  # e.g. gsm8k: a real benchmark has no generated training split
+            raise ValueError(f"--tasks {name!r}: {exc}; give generated tasks such as {DEFAULT_TASKS} or hard, or "
+                             "a prompt set of training problems as --prompts") from None
+    return names
+
+
+def training_problems(names: list[str], n: int) -> list:  # type: ignore[type-arg]
+    """`n` freshly generated training problems (seed 1), split evenly among tasks `names` in order,
+    the first ones taking the remainder (arith,code: arith n - n // 2, code n // 2, as before --tasks)."""
+    from dllm_viz.tasks import get_task
+
+    share, extra = divmod(n, len(names))
+    return [problem for index, name in enumerate(names)
+            for problem in get_task(name).generate(share + (index < extra), seed=1, split="train")]
 
 
 def check_not_heldout(path: Path, prompts: list[str]) -> None:

@@ -459,9 +459,10 @@ def _examples(traces: Sequence[Trace], targets: Sequence[np.ndarray], vocab_size
 def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path, *,
                      on_progress: Callable[[TrainProgress], None] | None = None,
                      store: TrajectoryStore | None = None, model_turn: ModelTurn = nullcontext,
-                     overwrite: bool = True) -> tuple[Path, dict[str, object]]:
+                     overwrite: bool = True, tasks: str | None = None) -> tuple[Path, dict[str, object]]:
     """Collect trajectories (kept in `store` as they finish, when given), train (plus
-    `config.rollouts` on-policy rounds), save.
+    `config.rollouts` on-policy rounds), save. `tasks` names the tasks whose training problems
+    `prompts` are, for the card (None: a prompt set of the caller's), so the recipe can be rerun.
 
     Each decode runs inside `model_turn()` (the app passes its model lock); the fits, the
     features and the save run outside it, as does `on_progress`. The fits run in the calling
@@ -481,7 +482,7 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
     out = Path(out).with_suffix(".safetensors")
     check_writable(out, "controller weights")  # before, not after, the work
     if overwrite:
-        return _train_controller(adapter, prompts, config, out, on_progress, store, model_turn, overwrite)
+        return _train_controller(adapter, prompts, config, out, on_progress, store, model_turn, overwrite, tasks)
 
     @contextmanager
     def checked_turn() -> Iterator[None]:
@@ -491,12 +492,13 @@ def train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Cont
             yield
 
     with claim_weights(out):
-        return _train_controller(adapter, prompts, config, out, on_progress, store, checked_turn, overwrite)
+        return _train_controller(adapter, prompts, config, out, on_progress, store, checked_turn, overwrite, tasks)
 
 
 def _train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: ControllerConfig, out: Path,
                       on_progress: Callable[[TrainProgress], None] | None, store: TrajectoryStore | None,
-                      model_turn: ModelTurn, overwrite: bool) -> tuple[Path, dict[str, object]]:
+                      model_turn: ModelTurn, overwrite: bool, tasks: str | None
+                      ) -> tuple[Path, dict[str, object]]:
     say = on_progress or (lambda progress: None)
     started = time.perf_counter()
     traces = collect_trajectories(adapter, prompts, config,
@@ -518,7 +520,7 @@ def _train_controller(adapter: ModelAdapter, prompts: Sequence[str], config: Con
     card: dict[str, object] = {
         "kind": config.kind, "layers": config.layers, "hidden": config.hidden, "vocab_size": vocab_size,
         "features": TSPD_FEATURES if config.kind == "tspd" else FILTER_WIDTH,
-        "model": adapter.info.name_or_path, "prompts": len(prompts), "config": asdict(config),
+        "model": adapter.info.name_or_path, "prompts": len(prompts), "tasks": tasks, "config": asdict(config),
         "gate_threshold": threshold,
     }
     rounds: list[dict[str, object]] = []
