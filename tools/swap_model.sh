@@ -77,16 +77,18 @@ if [[ -n "${CANDIDATE:-}" ]]; then
     log "copied $CANDIDATE's weights, config and tokenizer into dllm_viz/assets/tiny (MODEL_CARD.md by hand)"
 fi
 
-# controller <kind>: retrained by the recipe its shipped card records (prompts, canvas, block, epochs, rollouts).
+# controller <kind>: retrained by the recipe its shipped card records (tasks, prompts, canvas, block, epochs, rollouts).
 controller() {
     local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe resume=()
     # An interrupted run kept its dense trajectories (checked against the weights' fingerprint on reuse).
     [[ -d "${weights%.safetensors}.trajectories" ]] && resume=(--resume)
     recipe=$(python -c 'import json, sys; c = json.load(open(sys.argv[1])); k = c["config"]
-print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"])' "${weights%.safetensors}.json") || return 1
-    read -r n gen block epochs rollouts <<< "$recipe"
-    python -m dllm_viz train-controller --kind "$kind" --n "$n" --gen-length "$gen" --block-length "$block" \
-        --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1 "${resume[@]}"
+print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"], c.get("tasks") or "arith,code")
+' "${weights%.safetensors}.json") || return 1  # cards before train-controller --tasks: arith,code
+    read -r n gen block epochs rollouts tasks <<< "$recipe"
+    python -m dllm_viz train-controller --kind "$kind" --tasks "$tasks" --n "$n" --gen-length "$gen" \
+        --block-length "$block" --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1 \
+        "${resume[@]}"
 }
 step controller_tspd controller tspd &
 step controller_learn2pd controller learn2pd &
