@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -245,6 +246,23 @@ def test_bench_cli_reads_a_prompt_file(tiny_dir: Path, tmp_path: Path, capsys: p
     assert pd.read_csv(out.with_name("rows2.csv"))["problem_id"].tolist() == [p.problem_id for p in PROBLEMS[1:]]
 
 
+def resumes_without_decoding(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str],
+                             out: Path, rows: int, problems: int) -> Callable[..., None]:
+    """Run bench `argv` with --resume on `out` with model loading forbidden (left so), and check that it
+    found all `rows` done and summarised `problems`; returns the forbidding stand-in for later runs."""
+    import dllm_viz.models as models
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"bench --resume on {out.name} decoded again")
+
+    monkeypatch.setattr(models, "load", no_load)
+    assert main([*argv, "--out", str(out), "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert f"{rows} of {rows} rows already done" in captured.err
+    assert f"n={problems}" in captured.out
+    return no_load
+
+
 def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -265,16 +283,7 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
         merge.main([*parts, "--out", str(tmp_path / "all.csv")])
     capsys.readouterr()
     # The whole run's options: every row is found done, so nothing is decoded (no model is loaded).
-    import dllm_viz.models as models
-
-    def no_load(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the merged run decoded again")
-
-    monkeypatch.setattr(models, "load", no_load)
-    assert main([*common, "--n", "3", "--out", str(tmp_path / "all.csv"), "--resume"]) == 0
-    captured = capsys.readouterr()
-    assert "6 of 6 rows already done" in captured.err
-    assert "n=3" in captured.out
+    no_load = resumes_without_decoding(monkeypatch, capsys, [*common, "--n", "3"], tmp_path / "all.csv", 6, 3)
     rows = pd.read_csv(tmp_path / "all.csv")
     assert rows["problem_id"].tolist() == [p.problem_id for p in PROBLEMS for _ in range(2)]
     monkeypatch.undo()
@@ -282,6 +291,8 @@ def test_slices_merged_by_the_tool_resume_as_one_run(tiny_dir: Path, tmp_path: P
     assert merge.main([*parts, "--out", str(tmp_path / "dense.csv"), "--configs", "dense"]) == 0
     assert pd.read_csv(tmp_path / "dense.csv")["config"].tolist() == ["dense"] * 3
     dense_only = ["dense" if option == "dense,threshold" else option for option in common]
+    import dllm_viz.models as models
+
     monkeypatch.setattr(models, "load", no_load)
     assert main([*dense_only, "--n", "3", "--out", str(tmp_path / "dense.csv"), "--resume"]) == 0
     assert "3 of 3 rows already done" in capsys.readouterr().err
@@ -336,16 +347,7 @@ def test_merged_lanes_of_several_tasks_resume_as_the_whole_run(tiny_dir: Path, t
     merged = pd.read_csv(tmp_path / "all.csv")["problem_id"].tolist()
     assert [p.split("|")[0] for p in merged] == ["arith"] * 2 + ["hard/chain"] * 2 + ["arith"] * 2 + ["hard/chain"] * 2
     capsys.readouterr()
-    import dllm_viz.models as models
-
-    def no_load(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the merged lanes decoded again")
-
-    monkeypatch.setattr(models, "load", no_load)
-    assert main([*common, "--n", "4", "--out", str(tmp_path / "all.csv"), "--resume"]) == 0
-    captured = capsys.readouterr()
-    assert "8 of 8 rows already done" in captured.err
-    assert "n=8" in captured.out
+    resumes_without_decoding(monkeypatch, capsys, [*common, "--n", "4"], tmp_path / "all.csv", 8, 8)
     monkeypatch.undo()
     # the same problems in another order are the same run; other problems are not
     assert main([*common, "--n", "3", "--out", str(tmp_path / "all.csv"), "--resume"]) != 0
