@@ -21,14 +21,12 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.state.session_state import STREAMLIT_INTERNAL_KEY_PREFIX
 from streamlit.testing.v1 import AppTest
 
-from app_ui import widgets
 from app_ui.common import DEFAULT_SAMPLE, sample_prompts, share_query
 from app_ui.export import npz_bytes
 from dllm_viz.bench import SUMMARY_COLUMNS
 from dllm_viz.figures import output_text as figures_output_text
 from dllm_viz.models.families import calibrated_points
 from dllm_viz.policies import RULES
-from dllm_viz.policies.knobs import knobs
 from dllm_viz.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,10 +282,8 @@ def test_every_rule_gets_a_form_from_its_fields(dirs: dict[str, Path]) -> None:
     at.run()
     points = calibrated_points("tiny")  # family-calibrated knobs start at the loaded family's point
     cora, tau = points.get("cora", {}), points["adablock"]["delimiter_threshold"]
-    # a slider where every family's delta_p sits on its 0.01 grid, else a number input (0.995 would be lost)
-    delta_p = next(spec for spec in knobs(RULES["cora"]) if spec.name == "delta_p")
-    widget = at.slider if widgets._is_slider(delta_p) else at.number_input
-    assert widget(key="delta_p").value == cora.get("delta_p", 0.97)
+    # a slider or a number input, as the families' points sit on the slider's grid (test_app_helpers.py)
+    assert widget(at, "delta_p").value == cora.get("delta_p", 0.97)
     assert at.number_input(key="m").value == cora.get("m", 2)
     assert at.slider(key="delimiter_threshold").value == tau  # a slider, not an empty "default" box
 
@@ -852,7 +848,7 @@ def test_no_widget_is_given_a_default_and_a_session_state_value(dirs: dict[str, 
                 at.select_slider(key="gen").set_value(16).run()  # the block length follows it to 16
             at.run()
             assert not at.exception
-        assert at.number_input(key="delta_p").value == calibrated_points("tiny")["cora"]["delta_p"]
+        assert widget(at, "delta_p").value == calibrated_points("tiny")["cora"]["delta_p"]
     finally:
         logger.removeHandler(handler)
     assert not [m for m in logged if "default value" in m], logged

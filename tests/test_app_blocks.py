@@ -86,7 +86,7 @@ def test_family_calibrated_knobs_follow_the_loaded_models_family(block_app: dict
 
     tiny = calibrated_points("tiny")
     start = open_app(query={**GEN, "rule": "cora"})
-    assert start.number_input(key="delta_p").value == tiny["cora"]["delta_p"]
+    assert widget(start, "delta_p").value == tiny["cora"]["delta_p"]
     assert start.number_input(key="m").value == tiny["cora"]["m"]
     at = choose_block_model(start)
     assert (at.session_state["delta_p"], at.session_state["m"], at.session_state["delimiter_threshold"]) == (
@@ -94,7 +94,7 @@ def test_family_calibrated_knobs_follow_the_loaded_models_family(block_app: dict
     at.sidebar.text_input(key="model").set_value(os.environ["DLLM_VIZ_MODEL"]).run()
     at.session_state["rule"] = "cora"
     at.run()
-    assert at.number_input(key="delta_p").value == tiny["cora"]["delta_p"]
+    assert widget(at, "delta_p").value == tiny["cora"]["delta_p"]
     assert at.number_input(key="m").value == tiny["cora"]["m"]
 
 
