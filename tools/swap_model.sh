@@ -146,9 +146,9 @@ step tests python -m pytest -q tests/test_bundled_model.py tests/test_controller
 # 5 (the long chains since session 49), dense from item 5's rows of all three, so each measures its grid
 # points only. Last, since session 56: at ~45-60 minutes they are the longest steps, and the swap's own
 # measurements (easy split, floors, tests) are what a commit of the new weights needs first; a session
-# that ends during them resumes their rows. TSPD's grid reaches below the paper's 0.5 since session 56:
-# the gate's scale is the retrained controller's, and step 112000's kept a low-recall epoch (0.55) whose
-# gate commits too few cells at 0.5 (BENCHMARKS.md, session 56).
+# that ends during them resumes their rows. TSPD's grid spans both sides of the paper's 0.5: the gate's
+# scale is the retrained controller's (step 112000's: 0.6 with the hard-split controller, session 57; the
+# arith-and-code one committed everything below 0.46, session 56).
 calibrate() {
     local policy=$1 grid=$2 name=$3 resume=() half=$((N_HARD / 2))
     [[ -f "$RUN/${name}_rows.jsonl" ]] && resume=(--resume)
@@ -161,7 +161,7 @@ calibrate() {
 if [[ -z "${SKIP_CALIBRATE:-}" && -f "$RUN/item5_all_summary.done" ]]; then
     step calibrate_cora calibrate cora 'delta_p=0.97,0.99,0.995,0.999;m=1,2' cora_calibration &
     { step calibrate_adablock calibrate 'adablock+threshold' 'delimiter_threshold=0.1,0.5,0.9' \
-        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.2,0.3,0.4,0.5,0.6' \
+        adablock_calibration; step calibrate_tspd calibrate 'tspd+kalman' 'tau_fix=0.3,0.4,0.5,0.6,0.7' \
         tspd_calibration; } &
     wait
 fi
