@@ -47,6 +47,9 @@ MAX_PROMPT_CHARS = 4000
 MAX_FILE_NAME = 100
 TEMPERATURE_MAX = 10.0  # the sidebar's range; the engine takes any finite value >= 0
 OWN_PROMPT = "(type your own)"
+# The prompt-set pickers (Compare, Tune) offer generated tasks only: the real benchmarks need a data file.
+TASK_HELP = ("a generated task's held-out problems; GSM8K and HumanEval are read from their data files: "
+             "`python -m dllm_viz bench --tasks gsm8k --data FILE`")
 DEFAULT_PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does he have now?"
 TEXT_PARAM = "text"
 # The sample a prompt picker opens on: a breadth problem of the hard split, on which the bundled model

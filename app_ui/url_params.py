@@ -40,7 +40,7 @@ from dllm_viz.figures.views import VIEWS
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, STOPS
 from dllm_viz.policies.knobs import parse_knob
 from dllm_viz.replay import not_replayable_reason
-from dllm_viz.tasks import TASKS
+from dllm_viz.tasks import GENERATED_TASKS
 
 SEED_MAX = 2**31 - 1
 # Prefixes of the composition form (Decode: none, Compare: c1_..c4_) and of Tune's field widgets.
@@ -121,12 +121,12 @@ _PAGE_KEYS: dict[str, Callable[[str], str | None]] = {
     "tune_sample": _sample,
     "cmp_mode": _choice(COMPARE_MODES),
     "cmp_n": _choice(tuple(map(str, CONFIG_COUNTS))),
-    "cmp_task": _choice(tuple(sorted(TASKS))),
+    "cmp_task": _choice(GENERATED_TASKS),
     "cmp_count": _integer(1, MAX_PROBLEMS),
     "cmp_align": _choice(_BOOLS),
     "tune_mode": _choice(TUNE_MODES),
     "tune_rule": _tune_rule,
-    "tune_task": _choice(tuple(sorted(TASKS))),
+    "tune_task": _choice(GENERATED_TASKS),
     "tune_n": _integer(1, MAX_PROBLEMS),
     "tune_ce": _choice(_BOOLS),
     "chapter": _choice(tuple(CHAPTERS)),  # pages/learn.py

@@ -16,7 +16,7 @@ from dllm_viz.config import DecodeConfig
 from dllm_viz.engine import decode
 from dllm_viz.models.base import ModelAdapter
 from dllm_viz.policies.pipeline import Pipeline
-from dllm_viz.tasks import Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
+from dllm_viz.tasks import BENCHMARK_TASKS, Problem, get_task, load_gsm8k, load_humaneval, load_problems, sandbox
 from dllm_viz.tasks.base import first
 from dllm_viz.tasks.export_sets import HELDOUT_SEED
 from dllm_viz.trace import Trace
@@ -123,7 +123,7 @@ def task_problems(task: str, n: int | None = None, data: str | Path | None = Non
     Raises:
         ValueError: a real benchmark without a data file.
     """
-    if task in ("gsm8k", "humaneval"):
+    if task in BENCHMARK_TASKS:
         if data is None:
             raise ValueError(f"task {task!r} needs its data: pass --data PATH "
                              "(e.g. ../shared/data/gsm8k_test.jsonl or HumanEval.jsonl.gz) or --data hub when online")

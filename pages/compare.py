@@ -16,6 +16,7 @@ from app_ui.common import (
     COMPARE_MODES,
     CONFIG_COUNTS,
     MAX_PROBLEMS,
+    TASK_HELP,
     WALL_SPEEDUP,
     answer_mark,
     canvas_limit,
@@ -39,7 +40,7 @@ from dllm_viz.evaluation import heldout_problems
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies import Pipeline
 from dllm_viz.policies.defaults import dense_baseline
-from dllm_viz.tasks import TASKS
+from dllm_viz.tasks import GENERATED_TASKS
 
 DEFAULT_RULES = ("threshold", "cora", "factor", "fixed_steps")
 
@@ -163,7 +164,8 @@ if mode == "one prompt":
             show_one(results)
 else:
     a, b = st.columns(2)
-    task = a.selectbox("Task", sorted(TASKS), key="cmp_task", bind="query-params")
+    task = a.selectbox("Task", GENERATED_TASKS, key="cmp_task", bind="query-params",
+                        help=TASK_HELP)
     n = b.number_input("Problems", 1, MAX_PROBLEMS, 3, key="cmp_count", bind="query-params",
                        help="first n held-out problems of the task (small n keeps it quick on CPU)")
     run = st.button("Run on the prompt set", type="primary", key="cmp_bench_run", disabled=adapter is None)

@@ -24,7 +24,7 @@ from dllm_viz import figures
 from dllm_viz.models import ModelAdapter
 from dllm_viz.policies.controller_weights import CONTROLLER_DIR as BUNDLED_CONTROLLERS
 from dllm_viz.roots import relative_name
-from dllm_viz.tasks import TASKS, get_task
+from dllm_viz.tasks import GENERATED_TASKS, get_task
 from dllm_viz.threads import apply_choice
 from dllm_viz.train.controller import (
     ControllerConfig,
@@ -45,7 +45,8 @@ st.caption("Oracle imitation: a position's label is 1 when its current candidate
 adapter = current_model()
 a, b, c, d = st.columns(4)
 kind = str(a.segmented_control("Controller", ["tspd", "learn2pd"], default="tspd", required=True, key="train_kind"))
-task = b.selectbox("Training prompts", sorted(TASKS), key="train_task")
+task = b.selectbox("Training prompts", GENERATED_TASKS, key="train_task",
+                   help="generated tasks only: the real benchmarks (GSM8K, HumanEval) have no training split here")
 prompts = int(c.number_input("Prompts", 2, 2000, 8, key="train_prompts", help="generated training-split problems"))
 epochs = int(d.number_input("Epochs", 1, 200, 3, key="train_epochs"))
 a, b, c, d = st.columns(4)

@@ -13,6 +13,7 @@ import streamlit as st
 
 from app_ui.common import (
     MAX_PROBLEMS,
+    TASK_HELP,
     TUNE_MODES,
     cached_figure,
     canvas_limit,
@@ -51,7 +52,7 @@ from dllm_viz.evaluation import heldout_problems
 from dllm_viz.policies import BLOCKS, EXTRAPOLATORS, RULES, Pipeline
 from dllm_viz.policies.defaults import dense_baseline, policy_defaults
 from dllm_viz.replay import agreement, not_replayable_reason, replay, replay_signature
-from dllm_viz.tasks import TASKS
+from dllm_viz.tasks import GENERATED_TASKS
 
 REPLAY_CARD_WIDTH = 220  # px: "Matches the dense endpoint" whole
 
@@ -220,7 +221,8 @@ def sweep() -> None:
     second = b.selectbox("and (optional)", [NO_SECOND_FIELD, *[n for n in names if n != first]], key="tune_f2",
                          bind="query-params")
     values2 = b.text_input("Values ", "", key="tune_v2", bind="query-params", disabled=second == NO_SECOND_FIELD)
-    task = a.selectbox("Task", sorted(TASKS), key="tune_task", bind="query-params")
+    task = a.selectbox("Task", GENERATED_TASKS, key="tune_task", bind="query-params",
+                        help=TASK_HELP)
     n = b.number_input("Problems", 1, MAX_PROBLEMS, 3, key="tune_n", bind="query-params")
     if st.button("Run sweep", type="primary", key="tune_sweep", disabled=adapter is None) and adapter is not None:
         try:

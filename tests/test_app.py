@@ -741,6 +741,9 @@ def test_a_link_to_a_trace_that_is_not_in_the_library_says_so(dirs: dict[str, Pa
      ["tune_mode='grid' (one of by eye, sweep)", "tune_rule='block_refinement'", "tune_task='nope'",
       "tune_ce='yes' (one of true, false)"]),
     ("learn", {"chapter": "7 Sampling"}, ["chapter='7 Sampling' (one of 1 Masking, 2 Confidence"]),
+    # a real benchmark has no generated held-out set to run from the app (it crashed the page's run)
+    ("compare", {"cmp_mode": "a prompt set", "cmp_task": "gsm8k"}, ["cmp_task='gsm8k' (one of arith, code, hard,"]),
+    ("tune", {"tune_mode": "sweep", "tune_task": "humaneval"}, ["tune_task='humaneval' (one of arith, code, hard,"]),
     ("decode", {"view": "heatmap"}, ["view='heatmap' (one of commit order, entropy, margin, refinement",
                                      "Kalman bands", "which of them a trace offers depends on its policy"]),
     ("tune", {"tune_mode": "sweep", "tune_rule": "cora", "tune_f1": "threshold", "tune_f2": "tau"},
@@ -760,6 +763,17 @@ def test_a_link_with_bad_page_settings_names_each_dropped_value(dirs: dict[str, 
     assert not at.exception, at.exception
     text = " ".join(w.value for w in at.warning)
     assert all(needle in text for needle in needles), text
+
+
+def test_prompt_set_pickers_offer_the_generated_tasks_only(dirs: dict[str, Path]) -> None:
+    """GSM8K and HumanEval are read from data files the app has none of: picking one ended a Compare or
+    Tune run, or a Train, in a traceback; the pickers list the generated tasks and say where the others run."""
+    from dllm_viz.tasks import BENCHMARK_TASKS, GENERATED_TASKS
+
+    for page, key in (("compare", "cmp_task"), ("tune", "tune_task"), ("train", "train_task")):
+        at = open_app(page, {"cmp_mode": "a prompt set", "tune_mode": "sweep"})
+        options = tuple(widget(at, key).options)
+        assert options == GENERATED_TASKS and not BENCHMARK_TASKS & set(options), (page, options)
 
 
 def test_a_link_asking_for_more_positions_than_the_context_says_so(dirs: dict[str, Path]) -> None:

@@ -240,7 +240,7 @@ def problem_set(args: argparse.Namespace, skip: int, n: int, *, note_short: bool
     is said on stderr (`note_short`; `calibrate`, which takes its two disjoint slices through it,
     refuses a short slice instead)."""
     from dllm_viz.evaluation import take, task_problems
-    from dllm_viz.tasks import load_problems
+    from dllm_viz.tasks import BENCHMARK_TASKS, load_problems
 
     if args.prompts is not None:
         problems = take(load_problems(args.prompts), skip, n)
@@ -255,7 +255,7 @@ def problem_set(args: argparse.Namespace, skip: int, n: int, *, note_short: bool
     files = iter(args.data or [])
     problems = []
     for task in tasks:
-        part = take(task_problems(task, skip + n, next(files, None) if task in ("gsm8k", "humaneval") else None),
+        part = take(task_problems(task, skip + n, next(files, None) if task in BENCHMARK_TASKS else None),
                     skip, n)
         if note_short:
             note_short_set(f"task {task!r}", skip, n, len(part))
