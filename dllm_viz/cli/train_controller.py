@@ -6,8 +6,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dllm_viz.cli.options import add_model_options, load_model, model_settings, note_short_set
+
+if TYPE_CHECKING:  # the task registry is imported when a command runs, not when the CLI starts
+    from dllm_viz.tasks import Problem
 
 # The folder the app's Train page writes to as well (pages/common.controller_dir reads the same).
 CONTROLLER_DIR_ENV = "DLLM_VIZ_CONTROLLER_DIR"
@@ -105,7 +109,8 @@ def task_names(text: str) -> list[str]:
     """The tasks --tasks names, each checked to exist (before the model loads).
 
     Raises:
-        ValueError: no name, a name given twice, or an unknown task (the message lists the known ones).
+        ValueError: no name, a name given twice, an unknown task (the message lists the known ones), or
+            a real benchmark (tasks.BENCHMARK_TASKS: read from a data file, it has no training split).
     """
     from dllm_viz.tasks import BENCHMARK_TASKS, get_task
 
@@ -123,7 +128,7 @@ def task_names(text: str) -> list[str]:
     return names
 
 
-def training_problems(names: list[str], n: int) -> list:  # type: ignore[type-arg]
+def training_problems(names: list[str], n: int) -> list[Problem]:
     """`n` freshly generated training problems (seed 1), split evenly among tasks `names` in order,
     the first ones taking the remainder (arith,code: arith n - n // 2, code n // 2, as before --tasks)."""
     from dllm_viz.tasks import get_task
