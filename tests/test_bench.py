@@ -354,7 +354,6 @@ def test_merged_lanes_of_several_tasks_resume_as_the_whole_run(tiny_dir: Path, t
     assert "with other settings (problems:" in capsys.readouterr().err
 
 
-
 def test_two_runs_of_the_same_problems_are_compared_by_problem(tiny_dir: Path, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """tools/compare_models.py, the swap's evidence in tools/gpu_stage.sh: per configuration both runs

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_arg import load_or_exit  # tools/ is not a package: found through sys.path
 
 from dllm_viz.bench import parse_config
+from dllm_viz.cli.options import task_list
 from dllm_viz.config import DecodeConfig
 from dllm_viz.dynamics import tail_redundant_share, wasted_refinement_fraction
 from dllm_viz.evaluation import heldout_problems, run_problem
@@ -106,9 +107,10 @@ def checked(args: argparse.Namespace) -> tuple[Pipeline, DecodeConfig, list[Prob
         pipeline.validate(config.gen_length)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
-    if not tasks:
-        raise SystemExit(f"error: --tasks {args.tasks!r} names no task; give e.g. hard/chain,hard/breadth")
+    try:
+        tasks = task_list(args.tasks)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     try:
         problems = [p for task in tasks for p in heldout_problems(task, args.n)]
     except ValueError as exc:

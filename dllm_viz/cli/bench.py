@@ -29,6 +29,7 @@ from dllm_viz.cli.options import (
     note_short_set,
     policy_fields,
     recorded_pipeline,
+    task_list,
     warn_scoring,
 )
 from dllm_viz.cli.results import ResultsFile
@@ -249,9 +250,7 @@ def problem_set(args: argparse.Namespace, skip: int, n: int, *, note_short: bool
         if note_short:
             note_short_set(f"--prompts {str(args.prompts)!r}", skip, n, len(problems))
         return problems
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    if not tasks:
-        raise ValueError(f"--tasks {args.tasks!r} names no task; give e.g. arith or arith,code")
+    tasks = task_list(args.tasks)
     files = iter(args.data or [])
     problems = []
     for task in tasks:

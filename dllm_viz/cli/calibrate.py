@@ -325,9 +325,10 @@ def _check_out(out: Path | None) -> None:
 def _slice(args: argparse.Namespace, skip: int, n: int, name: str) -> list:  # type: ignore[type-arg]
     """Problems skip..skip+n-1 of each task; a short slice is an error (it would not be the one asked for)."""
     from dllm_viz.cli.bench import problem_set
+    from dllm_viz.cli.options import task_list
 
     problems = problem_set(args, skip, n, note_short=False)
-    sets = 1 if args.prompts is not None else len([t for t in args.tasks.split(",") if t.strip()])
+    sets = 1 if args.prompts is not None else len(task_list(args.tasks))
     if len(problems) < n * sets:
         raise ValueError(f"the {name} slice (problems {skip}..{skip + n - 1}) has only {len(problems)} problems, "
                          f"not {n * sets}: the prompt set is too small; lower --n or --check-n")

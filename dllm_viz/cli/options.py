@@ -127,6 +127,19 @@ def check_pipelines(pipelines: Iterable[Pipeline], gen_length: int) -> None:
               "to commit are skipped)", file=sys.stderr)
 
 
+def task_list(text: str) -> list[str]:
+    """The task names of a `--tasks` value, in order, blanks dropped (bench, calibrate, train-controller
+    and tools/block_passes.py read it alike; each checks the names its own way).
+
+    Raises:
+        ValueError: the value names no task.
+    """
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"--tasks {text!r} names no task; give e.g. arith,code or hard")
+    return names
+
+
 def note_short_set(source: str, skip: int, n: int, got: int) -> None:
     """Say on stderr that a problem set holds fewer than --n problems after --skip, so `got` run.
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dllm_viz.cli.options import add_model_options, load_model, model_settings, note_short_set
+from dllm_viz.cli.options import add_model_options, load_model, model_settings, note_short_set, task_list
 
 if TYPE_CHECKING:  # the task registry is imported when a command runs, not when the CLI starts
     from dllm_viz.tasks import Problem
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         check_not_heldout(args.prompts, [p.prompt for p in problems])
         tasks = None
     else:
-        tasks = ",".join(names := task_names(args.tasks))
+        tasks = ",".join(names := training_tasks(args.tasks))
         problems = training_problems(names, args.n)
     prompts = [p.prompt for p in problems]
     # The model's weights fingerprint too: a --resume after `tiny` was retrained reused the old
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def task_names(text: str) -> list[str]:
+def training_tasks(text: str) -> list[str]:
     """The tasks --tasks names, each checked to exist (before the model loads).
 
     Raises:
@@ -114,9 +114,7 @@ def task_names(text: str) -> list[str]:
     """
     from dllm_viz.tasks import BENCHMARK_TASKS, get_task
 
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
-        raise ValueError(f"--tasks {text!r} names no task; give e.g. {DEFAULT_TASKS} or hard")
+    names = task_list(text)
     if len(set(names)) < len(names):
         raise ValueError(f"--tasks {text!r} names a task twice; name each once (--n is split evenly among them)")
     for name in names:
