@@ -6,7 +6,9 @@ already settled (near 1 when every answer is known from the first pass; over eve
 over the answer's alone, without the end-of-text tail), and candidate flips,
 answer positions whose top-1 candidate changed while they were still masked (a later commit
 changed what an earlier position would have been). The Decode page's refinement view and the
-bench's columns both read them from here. Needs numpy only.
+bench's columns both read them from here; `reliability` asks whether a confidence is earned (the
+share of window cells at each confidence whose candidate is the token the decode committed there).
+Needs numpy only.
 """
 
 from __future__ import annotations
@@ -127,6 +129,66 @@ def tail_redundant_share(trace: Trace) -> float:
         A fraction in [0, 1); 0.0 when nothing was committed.
     """
     return _redundant_share(trace, spent_on=np.ones(trace.gen_length, dtype=bool), wasted_on=trace.is_end_of_text)
+
+
+def reliability_cells(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The answer cells a rule could have committed, and whether committing them then was right.
+
+    Cells are (step, position) pairs where an answer position (end-of-text tail left out) was masked
+    and inside that step's window, up to and including its commit step. Why these: they are what a
+    confidence rule (threshold, CORA, CE) chooses among; cells outside the window or already
+    committed are never candidates. Right means the candidate then equals the token the decode
+    committed at the end, so on a dense (one-token-a-step) trace it asks whether the model's
+    confidence predicts what careful decoding writes; on a faster rule's trace a cell committed at
+    its own step agrees by construction.
+
+    Returns:
+        (confidence, agrees): float64 and bool arrays, one entry per cell, in step-major order.
+    """
+    commit = _commit(trace)
+    cells = _considered(trace, commit) & trace.in_window & ~trace.is_end_of_text[None, :]
+    cells &= (commit >= 0)[None, :]
+    agrees = trace.candidate == trace.final_tokens[None, :]
+    return trace.confidence[cells].astype(np.float64), agrees[cells]
+
+
+RELIABILITY_BINS = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0)
+ReliabilityRow = tuple[float, float, int, float, float]  # low, high, cells, mean confidence, share right
+
+
+def reliability(confidence: np.ndarray, agrees: np.ndarray,
+                bins: tuple[float, ...] = RELIABILITY_BINS) -> tuple[list[ReliabilityRow], float]:
+    """A reliability table and the expected calibration error (ECE) of `reliability_cells`' output.
+
+    Args:
+        confidence: [N] confidences in [0, 1].
+        agrees: [N] whether each cell's candidate was right.
+        bins: increasing edges from 0 to 1; the last bin is closed (holds confidence 1.0).
+
+    Returns:
+        (rows, ece): one (low, high, cells, mean confidence, share right) row per non-empty bin, and
+        the cell-weighted mean of |mean confidence - share right| over the bins (0.0 for no cells).
+
+    Raises:
+        ValueError: bins that are not increasing from 0 to 1, or arrays of different lengths.
+    """
+    edges = np.asarray(bins, dtype=np.float64)
+    if edges.size < 2 or edges[0] != 0.0 or edges[-1] != 1.0 or np.any(np.diff(edges) <= 0):
+        raise ValueError(f"reliability bins must increase from 0 to 1, got {bins}")
+    confidence, agrees = np.asarray(confidence, dtype=np.float64), np.asarray(agrees, dtype=bool)
+    if confidence.shape != agrees.shape:
+        raise ValueError(f"confidence {confidence.shape} and agrees {agrees.shape} must have one shape")
+    which = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, edges.size - 2)
+    rows: list[ReliabilityRow] = []
+    gap = 0.0
+    for b in range(edges.size - 1):
+        inside = which == b
+        count = int(inside.sum())
+        if count:
+            mean, right = float(confidence[inside].mean()), float(agrees[inside].mean())
+            rows.append((float(edges[b]), float(edges[b + 1]), count, mean, right))
+            gap += count * abs(mean - right)
+    return rows, gap / confidence.size if confidence.size else 0.0
 
 
 def candidate_flips(trace: Trace) -> int:

@@ -303,7 +303,8 @@ def test_family_token_accuracy_without_a_model_prints_usage(capsys: pytest.Captu
 @pytest.mark.parametrize("script, argv", [("family_token_accuracy", ["no/such/model/dir"]),
                                           ("floor_counts", ["--model", "no/such/model/dir"]),
                                           ("block_passes", ["--model", "no/such/model/dir", "--n", "1"]),
-                                          ("ce_fires", ["--model", "no/such/model/dir", "--n", "1"])])
+                                          ("ce_fires", ["--model", "no/such/model/dir", "--n", "1"]),
+                                          ("confidence_reliability", ["--model", "no/such/model/dir", "--n", "1"])])
 def test_a_model_that_is_not_there_is_one_line(script: str, argv: list[str]) -> None:
     """Was: a ModelLoadError traceback."""
     with pytest.raises(SystemExit, match=r"^error: model 'no/such/model/dir' is neither"):
@@ -317,6 +318,8 @@ def test_a_model_that_is_not_there_is_one_line(script: str, argv: list[str]) -> 
     ("block_passes", ["--gen-length", "100"], "`block_length` must divide `gen_length`"),
     ("block_passes", ["--block-length", "0"], "`block_length` must be >= 1"),
     ("ce_fires", ["--n", "0"], "--n must be >= 1"),
+    ("confidence_reliability", ["--n", "0"], "--n must be >= 1"),
+    ("confidence_reliability", ["--policy", "dens"], "unknown configuration component 'dens'"),
     ("cache_drift", ["--n", "0"], "--n must be >= 1"),
     ("cache_drift", ["--policy", "threshold+dual"], "--policy 'threshold\\+dual' already caches"),
     ("cache_drift", ["--policy", "bogus"], "unknown configuration component 'bogus'"),

@@ -1,8 +1,18 @@
-"""Decode dynamics: candidate flips before commit (the bench's flip_share) on hand-made traces."""
+"""Decode dynamics: candidate flips before commit (the bench's flip_share), redundant refinement and the
+reliability of confidences, on hand-made traces."""
 
 from __future__ import annotations
 
-from dllm_viz.dynamics import candidate_flips, tail_redundant_share, wasted_refinement_fraction
+import numpy as np
+import pytest
+
+from dllm_viz.dynamics import (
+    candidate_flips,
+    reliability,
+    reliability_cells,
+    tail_redundant_share,
+    wasted_refinement_fraction,
+)
 from tests.trace_factory import EOS, hand_trace, make_trace
 
 # As tests/test_figures_views.py: position 0 holds 3 then 4 (committed at 4), position 1 goes 5 -> 6
@@ -79,3 +89,36 @@ def test_ce_fires_counts_what_ce_committed_and_the_passes_both_ways(tiny_adapter
     assert fires.early_positions == sum(int(t.extras[CE_EARLY].sum()) for _, t in with_ce)
     assert all(ce.early_positions(t) == 0 for _, t in plain)  # no CE, nothing committed early
     assert f"{fires.early_positions} positions early, on {fires.problems_fired} problems" in fires.line()
+
+
+def test_reliability_cells_are_masked_answer_cells_in_the_window_up_to_the_commit() -> None:
+    # Position 0 commits 7 at step 2 (candidates 5, 7, 7); position 1 commits 6 at step 0; position 2
+    # is end-of-text; position 3 is outside the window at step 0 and commits 9 at step 1.
+    candidates = [[5, 6, EOS, 8], [7, 6, EOS, 9], [7, 6, EOS, 9]]
+    confidence = [[0.6, 0.95, 0.99, 0.3], [0.8, 0.9, 0.99, 0.97], [0.9, 0.9, 0.99, 0.9]]
+    trace = hand_trace(candidates, [2, 0, 1, 1], confidence=confidence, window=[(0, 3), (0, 4), (0, 4)])
+    conf, agrees = reliability_cells(trace)
+    # step 0: positions 0 (0.6, wrong), 1 (0.95, right); step 1: 0 (0.8, right), 3 (0.97, right); step 2: 0.
+    assert conf.tolist() == pytest.approx([0.6, 0.95, 0.8, 0.97, 0.9])
+    assert agrees.tolist() == [False, True, True, True, True]
+
+
+def test_reliability_bins_cells_and_weighs_the_calibration_gap_by_cells() -> None:
+    conf = np.array([0.6, 0.65, 0.95, 0.97, 1.0])
+    right = np.array([True, False, True, True, True])
+    rows, ece = reliability(conf, right, bins=(0.0, 0.9, 1.0))
+    assert [(low, high, n) for low, high, n, _, _ in rows] == [(0.0, 0.9, 2), (0.9, 1.0, 3)]  # 1.0 in the last bin
+    assert rows[0][3:] == pytest.approx((0.625, 0.5)) and rows[1][3:] == pytest.approx((2.92 / 3, 1.0))
+    assert ece == pytest.approx((2 * 0.125 + 3 * (1 - 2.92 / 3)) / 5)
+    assert reliability(np.zeros(0), np.zeros(0, dtype=bool)) == ([], 0.0)
+
+
+@pytest.mark.parametrize("bins", [(0.0, 0.5), (0.1, 1.0), (0.0, 0.7, 0.5, 1.0), (0.0,)])
+def test_reliability_refuses_bins_that_do_not_cover_zero_to_one(bins: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError, match="must increase from 0 to 1"):
+        reliability(np.array([0.5]), np.array([True]), bins=bins)
+
+
+def test_reliability_refuses_arrays_of_different_lengths() -> None:
+    with pytest.raises(ValueError, match="must have one shape"):
+        reliability(np.array([0.5, 0.6]), np.array([True]))
