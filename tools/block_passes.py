@@ -52,11 +52,9 @@ def block_passes(trace: Trace, block_length: int) -> tuple[list[int], list[int]]
 
 def main(argv: list[str] | None = None) -> int:
     """Print the per-block passes and redundant refinement shares of one policy."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_decode_options(parser, policy="threshold(threshold=0.9)", policy_help="a bench configuration", n=100,
-                       tasks="hard/chain,hard/breadth")
-    args = parser.parse_args(argv)
-    pipeline, config, problems = checked(args)
+    args, pipeline, config, problems = parse_checked(argv, __doc__, policy="threshold(threshold=0.9)",
+                                                     policy_help="a bench configuration", n=100,
+                                                     tasks="hard/chain,hard/breadth")
     torch.set_num_threads(1)  # one process a core, as the bench's `--threads 1`
     adapter = load_or_exit(args.model)
     answer, eos, redundant, redundant_answer, tail, correct, nfe, tokens = [], [], [], [], [], [], [], []
@@ -89,6 +87,16 @@ def add_decode_options(parser: argparse.ArgumentParser, *, policy: str, policy_h
     parser.add_argument("--tasks", default=tasks)
     parser.add_argument("--gen-length", type=int, default=256)
     parser.add_argument("--block-length", type=int, default=32)
+
+
+def parse_checked(argv: list[str] | None, doc: str | None, *, policy: str, policy_help: str, n: int,
+                  tasks: str) -> tuple[argparse.Namespace, Pipeline, DecodeConfig, list[Problem]]:
+    """A decoding tool's options (`add_decode_options`, described by the first paragraph of `doc`),
+    parsed and `checked`: what every such tool's `main` starts with."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    add_decode_options(parser, policy=policy, policy_help=policy_help, n=n, tasks=tasks)
+    args = parser.parse_args(argv)
+    return args, *checked(args)
 
 
 def checked(args: argparse.Namespace) -> tuple[Pipeline, DecodeConfig, list[Problem]]:

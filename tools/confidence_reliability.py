@@ -18,7 +18,6 @@ its table for the cells left masked, not as the careful decoder's.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from block_passes import add_decode_options, checked  # tools/ is not a package: found through sys.path
+from block_passes import parse_checked  # tools/ is not a package: found through sys.path
 from model_arg import load_or_exit
 
 from dllm_viz.dynamics import reliability, reliability_cells
@@ -50,11 +49,9 @@ def table(label: str, confidence: np.ndarray, agrees: np.ndarray) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the reliability table per task and over all of them."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_decode_options(parser, policy="dense", policy_help="a bench configuration (default dense)", n=20,
-                       tasks="hard/chain,hard/breadth,hard/long")
-    args = parser.parse_args(argv)
-    pipeline, config, problems = checked(args)
+    args, pipeline, config, problems = parse_checked(argv, __doc__, policy="dense", n=20,
+                                                     policy_help="a bench configuration (default dense)",
+                                                     tasks="hard/chain,hard/breadth,hard/long")
     torch.set_num_threads(1)  # one process a core, as the bench's `--threads 1`
     adapter = load_or_exit(args.model)
     cells: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
