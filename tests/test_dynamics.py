@@ -122,3 +122,13 @@ def test_reliability_refuses_bins_that_do_not_cover_zero_to_one(bins: tuple[floa
 def test_reliability_refuses_arrays_of_different_lengths() -> None:
     with pytest.raises(ValueError, match="must have one shape"):
         reliability(np.array([0.5, 0.6]), np.array([True]))
+
+
+def test_the_reliability_tool_prints_each_bin_and_the_share_of_sure_cells() -> None:
+    """tools/confidence_reliability.py: the header counts the cells at >= 0.999 and how many were right."""
+    from tool_scripts import tool
+
+    conf = np.array([0.3, 0.9995, 0.9999, 1.0])
+    lines = tool("confidence_reliability").table("x", conf, np.array([False, True, False, True]))
+    assert lines[0].startswith("x: 4 cells, ECE ") and "at >= 0.999: 75.0% of cells, 66.67% of them right" in lines[0]
+    assert len(lines) == 3 and lines[1].startswith("  [0.000, 0.500)") and lines[2].startswith("  [0.999, 1.000]")
