@@ -79,14 +79,16 @@ fi
 
 # controller <kind>: retrained by the recipe its shipped card records (tasks, prompts, canvas, block, epochs, rollouts).
 controller() {
-    local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe resume=()
+    local kind=$1 weights=dllm_viz/assets/controllers/$1_tiny.safetensors recipe resume=() tasks=()
     # An interrupted run kept its dense trajectories (checked against the weights' fingerprint on reuse).
     [[ -d "${weights%.safetensors}.trajectories" ]] && resume=(--resume)
     recipe=$(python -c 'import json, sys; c = json.load(open(sys.argv[1])); k = c["config"]
-print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"], c.get("tasks") or "arith,code")
-' "${weights%.safetensors}.json") || return 1  # cards before train-controller --tasks: arith,code
-    read -r n gen block epochs rollouts tasks <<< "$recipe"
-    python -m dllm_viz train-controller --kind "$kind" --tasks "$tasks" --n "$n" --gen-length "$gen" \
+print(c["prompts"], k["gen_length"], k["block_length"], k["epochs"], k["rollouts"], c.get("tasks") or "")
+' "${weights%.safetensors}.json") || return 1
+    read -r n gen block epochs rollouts card_tasks <<< "$recipe"
+    # A card from before train-controller --tasks names none: its default (the tasks those were trained on).
+    [[ -n "$card_tasks" ]] && tasks=(--tasks "$card_tasks")
+    python -m dllm_viz train-controller --kind "$kind" "${tasks[@]}" --n "$n" --gen-length "$gen" \
         --block-length "$block" --epochs "$epochs" --rollouts "$rollouts" --out "$weights" --force --threads 1 \
         "${resume[@]}"
 }
