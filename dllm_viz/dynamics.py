@@ -146,8 +146,7 @@ def reliability_cells(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         (confidence, agrees): float64 and bool arrays, one entry per cell, in step-major order.
     """
     commit = _commit(trace)
-    cells = _considered(trace, commit) & trace.in_window & ~trace.is_end_of_text[None, :]
-    cells &= (commit >= 0)[None, :]
+    cells = _considered(trace, commit) & trace.in_window & ~trace.is_end_of_text[None, :]  # never committed: none
     agrees = trace.candidate == trace.final_tokens[None, :]
     return trace.confidence[cells].astype(np.float64), agrees[cells]
 
